@@ -54,9 +54,13 @@ class Watchdog:
 
     def summary(self) -> dict[str, float]:
         late = sorted(self.late) or [0.0]
-        return {"worst_ms": late[-1] * 1000, "p99_ms": late[int(len(late) * 0.99)] * 1000,
-                "median_ms": statistics.median(late) * 1000, "wakeups": len(late),
-                "where": ", ".join(f"{w * 1000:.1f} ms in {p}" for w, p in self.worst)}
+        return {
+            "worst_ms": late[-1] * 1000,
+            "p99_ms": late[int(len(late) * 0.99)] * 1000,
+            "median_ms": statistics.median(late) * 1000,
+            "wakeups": len(late),
+            "where": ", ".join(f"{w * 1000:.1f} ms in {p}" for w, p in self.worst),
+        }
 
 
 async def baseline(seconds: float) -> dict[str, float]:
@@ -113,8 +117,11 @@ def free_port() -> int:
 
 def start_broker(data_dir: Path) -> tuple[subprocess.Popen, str]:
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "logbroker", "serve", "--data-dir", str(data_dir),
-                             "--listen", f"127.0.0.1:{port}"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "logbroker", "serve", "--data-dir", str(data_dir), "--listen", f"127.0.0.1:{port}"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         try:
@@ -143,15 +150,22 @@ def main() -> None:
         try:
             for loop in args.loops.split(","):
                 base = run_on(loop, baseline, 2.0)
-                runs = [run_on(loop, round_trip, bootstrap, f"stall-{loop}-{r}-{os.getpid()}", args.records,
-                               args.record_size) for r in range(args.runs)]
+                runs = [
+                    run_on(
+                        loop, round_trip, bootstrap, f"stall-{loop}-{r}-{os.getpid()}", args.records, args.record_size
+                    )
+                    for r in range(args.runs)
+                ]
                 worst = [r["worst_ms"] for r in runs]
-                print(f"{loop:8s} baseline worst {base['worst_ms']:.2f} ms p99 {base['p99_ms']:.2f} ms | "
-                      f"{args.records} records of {args.record_size} B, {args.runs} runs: worst stall per run "
-                      f"{', '.join(f'{w:.2f}' for w in worst)} ms (median {statistics.median(worst):.2f}), "
-                      f"p99 {statistics.median(r['p99_ms'] for r in runs):.2f} ms, "
-                      f"produce {statistics.median(r['produce_s'] for r in runs):.2f} s, "
-                      f"consume {statistics.median(r['consume_s'] for r in runs):.2f} s", flush=True)
+                print(
+                    f"{loop:8s} baseline worst {base['worst_ms']:.2f} ms p99 {base['p99_ms']:.2f} ms | "
+                    f"{args.records} records of {args.record_size} B, {args.runs} runs: worst stall per run "
+                    f"{', '.join(f'{w:.2f}' for w in worst)} ms (median {statistics.median(worst):.2f}), "
+                    f"p99 {statistics.median(r['p99_ms'] for r in runs):.2f} ms, "
+                    f"produce {statistics.median(r['produce_s'] for r in runs):.2f} s, "
+                    f"consume {statistics.median(r['consume_s'] for r in runs):.2f} s",
+                    flush=True,
+                )
                 if args.trace:
                     for r in runs:
                         print(f"    worst: {r['where']}")

@@ -12,8 +12,8 @@ import random
 import shutil
 
 import pytest
-
 from batches import build_batch
+
 from logbroker._core import Log, decode_columns
 from logbroker.archive import ArchiveStore
 
@@ -28,8 +28,10 @@ def segment(tmp_path_factory):
     per_batch = 64
     rng = random.Random(7)
     # Half random bytes, half text: compresses about 2:1, like many JSON payloads.
-    batches = [build_batch([rng.randbytes(RECORD // 2) + (b"field-%06d," % i) * (RECORD // 24)
-                            for i in range(per_batch)]) for _ in range(16)]
+    batches = [
+        build_batch([rng.randbytes(RECORD // 2) + (b"field-%06d," % i) * (RECORD // 24) for i in range(per_batch)])
+        for _ in range(16)
+    ]
     n = 0
     while log.size_bytes < SEGMENT:
         log.append_as_leader(batches[n % len(batches)], 0, 1)

@@ -14,11 +14,11 @@ from __future__ import annotations
 import time
 
 import pytest
+from bench_sasl import ADMIN, ALICE, JAAS, _secure  # benches/ is on sys.path (benches/conftest.py)
 from confluent_kafka.admin import AdminClient, NewTopic
+from rdkafka_load import produce
 
 import logbroker
-from bench_sasl import ADMIN, ALICE, JAAS, _secure  # benches/ is on sys.path (benches/conftest.py)
-from rdkafka_load import produce
 
 N = 100_000
 VALUE = b"x" * 1024
@@ -27,15 +27,18 @@ VALUE = b"x" * 1024
 @pytest.fixture(scope="module", params=["off", "file", "file+topic"])
 def broker(request, tmp_path_factory):
     d = tmp_path_factory.mktemp(request.param.replace("+", "-"))
-    config = {"listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS,
-              "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
-              "super.users": "User:admin"}
+    config = {
+        "listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS,
+        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        "super.users": "User:admin",
+    }
     if request.param != "off":
         config["audit.log.file"] = str(d / "audit.log")
     if request.param == "file+topic":
         config["audit.log.topic"] = "_audit"
         config["listener.name.sasl_plaintext.plain.sasl.jaas.config"] = JAAS.replace(
-            "required", 'required username="admin" password="admin-secret"')  # the node's own login
+            "required", 'required username="admin" password="admin-secret"'
+        )  # the node's own login
     with logbroker.Broker(data_dir=d / "data", listener="SASL_PLAINTEXT", config=config) as b:
         _secure(b.bootstrap_servers)
         yield request.param, b.bootstrap_servers, d / "audit.log"

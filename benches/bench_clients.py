@@ -21,8 +21,15 @@ def broker(tmp_path_factory):
 
 
 def _produce(bootstrap: str, topic: str, partitions: int, size: int, count: int) -> None:
-    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "batch.size": 1_000_000,
-                  "queue.buffering.max.kbytes": 1_048_576, "acks": "1"})
+    p = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "linger.ms": 5,
+            "batch.size": 1_000_000,
+            "queue.buffering.max.kbytes": 1_048_576,
+            "acks": "1",
+        }
+    )
     payload = b"v" * size
     for i in range(count):
         while True:
@@ -63,8 +70,15 @@ def test_fetch_throughput(benchmark, broker, size, partitions):
     _produce(broker.bootstrap_servers, topic, partitions, size, count)
 
     def consume():
-        c = Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": "bench", "enable.auto.commit": False,
-                      "fetch.max.bytes": 52428800, "max.partition.fetch.bytes": 1048576})
+        c = Consumer(
+            {
+                "bootstrap.servers": broker.bootstrap_servers,
+                "group.id": "bench",
+                "enable.auto.commit": False,
+                "fetch.max.bytes": 52428800,
+                "max.partition.fetch.bytes": 1048576,
+            }
+        )
         c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
         got = 0
         deadline = time.monotonic() + 120

@@ -14,9 +14,9 @@ from __future__ import annotations
 import pytest
 import trustme
 from confluent_kafka.admin import AdminClient, NewTopic
+from rdkafka_load import produce  # benches/ is on sys.path (benches/conftest.py)
 
 from logbroker import Cluster
-from rdkafka_load import produce  # benches/ is on sys.path (benches/conftest.py)
 
 N = 300_000
 VALUE = b"x" * 1024
@@ -31,10 +31,17 @@ def cluster(request, tmp_path_factory):
         ca = trustme.CA()
         ca.cert_pem.write_to_path(str(d / "ca.pem"))
         ca.issue_cert("127.0.0.1", "localhost", common_name="broker").private_key_and_cert_chain_pem.write_to_path(
-            str(d / "broker.pem"))
-        config.update({"listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,INTERNAL:SSL,CONTROLLER:SSL",
-                       "inter.broker.listener.name": "INTERNAL", "ssl.keystore.location": str(d / "broker.pem"),
-                       "ssl.truststore.location": str(d / "ca.pem"), "ssl.client.auth": "required"})
+            str(d / "broker.pem")
+        )
+        config.update(
+            {
+                "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,INTERNAL:SSL,CONTROLLER:SSL",
+                "inter.broker.listener.name": "INTERNAL",
+                "ssl.keystore.location": str(d / "broker.pem"),
+                "ssl.truststore.location": str(d / "ca.pem"),
+                "ssl.client.auth": "required",
+            }
+        )
         listeners = ["INTERNAL"]
     with Cluster(3, data_dir=d / "nodes", config=config, listeners=listeners) as c:
         yield request.param, c.bootstrap_servers

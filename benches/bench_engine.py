@@ -6,8 +6,8 @@ from __future__ import annotations
 import random
 
 import pytest
-
 from batches import build_batch
+
 from logbroker._core import Log
 
 CONFIG = {"segment.bytes": str(256 * 1024 * 1024)}

@@ -60,8 +60,16 @@ def table_count(base: Path, topic: str) -> int:
 def produce(bs: str, topic: str, values: list[bytes], rate: float | None = None) -> None:
     from confluent_kafka import Producer
 
-    p = Producer({"bootstrap.servers": bs, "linger.ms": 5, "batch.size": 262144, "acks": "all",
-                  "compression.type": "lz4", "queue.buffering.max.messages": 2_000_000})
+    p = Producer(
+        {
+            "bootstrap.servers": bs,
+            "linger.ms": 5,
+            "batch.size": 262144,
+            "acks": "all",
+            "compression.type": "lz4",
+            "queue.buffering.max.messages": 2_000_000,
+        }
+    )
     t0 = time.monotonic()
     for i, v in enumerate(values):
         if rate is not None:
@@ -86,11 +94,22 @@ def lag(bs: str, base: Path, topic: str, rate: int, seconds: int) -> dict:
         time.sleep(0.2)
     table = catalog(base).load_table(f"logbroker.{topic}")
     rows = table.scan(selected_fields=("partition", "offset", "timestamp")).to_arrow()
-    created = {(p, o): us // 1000 for p, o, us in zip(rows.column("partition").to_pylist(),
-                                                        rows.column("offset").to_pylist(),
-                                                        rows.column("timestamp").cast("int64").to_pylist())}
-    snaps = sorted((s for s in table.snapshots() if "logbroker.offsets" in s.summary.additional_properties
-                    and s.summary.operation.value == "append"), key=lambda s: s.timestamp_ms)
+    created = {
+        (p, o): us // 1000
+        for p, o, us in zip(
+            rows.column("partition").to_pylist(),
+            rows.column("offset").to_pylist(),
+            rows.column("timestamp").cast("int64").to_pylist(),
+        )
+    }
+    snaps = sorted(
+        (
+            s
+            for s in table.snapshots()
+            if "logbroker.offsets" in s.summary.additional_properties and s.summary.operation.value == "append"
+        ),
+        key=lambda s: s.timestamp_ms,
+    )
     lags: list[float] = []
     prev: dict[int, int] = {}
     for s in snaps:
@@ -134,17 +153,25 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="bench-iceberg-") as root:
         base = Path(root) / "iceberg"
         for interval in intervals:
-            config = {"iceberg.catalog.uri": f"sqlite:///{base / 'catalog.db'}", "iceberg.warehouse": str(base / "warehouse"),
-                      "iceberg.commit.interval.ms": interval}
+            config = {
+                "iceberg.catalog.uri": f"sqlite:///{base / 'catalog.db'}",
+                "iceberg.warehouse": str(base / "warehouse"),
+                "iceberg.commit.interval.ms": interval,
+            }
             with Cluster(1, data_dir=Path(root) / f"lag-{interval}", config=config) as c:
                 admin = AdminClient({"bootstrap.servers": c.bootstrap_servers})
                 topic = f"lag_{interval}"
                 admin.create_topics([NewTopic(topic, 2, 1, config={"iceberg.enable": "true"})])[topic].result(30)
                 out[f"lag_{interval}ms"] = row = lag(c.bootstrap_servers, base, topic, args.rate, args.seconds)
-                print(f"commit interval {interval} ms: lag p50 {row['p50_ms']:.0f} ms, p99 {row['p99_ms']:.0f} ms",
-                      flush=True)
-        config = {"iceberg.catalog.uri": f"sqlite:///{base / 'catalog.db'}", "iceberg.warehouse": str(base / "warehouse"),
-                  "iceberg.commit.interval.ms": 1000}
+                print(
+                    f"commit interval {interval} ms: lag p50 {row['p50_ms']:.0f} ms, p99 {row['p99_ms']:.0f} ms",
+                    flush=True,
+                )
+        config = {
+            "iceberg.catalog.uri": f"sqlite:///{base / 'catalog.db'}",
+            "iceberg.warehouse": str(base / "warehouse"),
+            "iceberg.commit.interval.ms": 1000,
+        }
         with Cluster(1, data_dir=Path(root) / "cpu", config=config) as c:
             node = c.nodes[0]
             bs = c.bootstrap_servers
@@ -158,14 +185,20 @@ def main(argv: list[str] | None = None) -> int:
                     admin.create_topics([NewTopic(topic, 2, 1, config=conf)])[topic].result(30)
                     cpu[kind].append(cpu_per_gb(bs, node.pid, base, topic, values, kind == "iceberg"))
             out["cpu_s_per_gb"] = {k: statistics.median(v) for k, v in cpu.items()}
-            print(f"broker CPU per GB: plain {out['cpu_s_per_gb']['plain']:.2f} s, iceberg "
-                  f"{out['cpu_s_per_gb']['iceberg']:.2f} s "
-                  f"({out['cpu_s_per_gb']['iceberg'] / out['cpu_s_per_gb']['plain']:.2f}x)", flush=True)
+            print(
+                f"broker CPU per GB: plain {out['cpu_s_per_gb']['plain']:.2f} s, iceberg "
+                f"{out['cpu_s_per_gb']['iceberg']:.2f} s "
+                f"({out['cpu_s_per_gb']['iceberg'] / out['cpu_s_per_gb']['plain']:.2f}x)",
+                flush=True,
+            )
             if not args.skip_spark:
                 out["scan_s"] = scan(bs, base, "iceberg_0", args.runs)
                 s = out["scan_s"]
-                print(f"Spark scan of {args.records} records: table {s['table']:.2f} s, Kafka source "
-                      f"{s['kafka']:.2f} s (table/kafka {s['table'] / s['kafka']:.2f}x)", flush=True)
+                print(
+                    f"Spark scan of {args.records} records: table {s['table']:.2f} s, Kafka source "
+                    f"{s['kafka']:.2f} s (table/kafka {s['table'] / s['kafka']:.2f}x)",
+                    flush=True,
+                )
     print(json.dumps(out))
     return 0
 
@@ -177,11 +210,28 @@ def scan(bs: str, base: Path, topic: str, runs: int) -> dict:
 
     from iceberg_env import iceberg_python
 
-    res = subprocess.run([str(iceberg_python()), str(ROOT / "spark" / "iceberg_read.py"), "--db", str(base / "catalog.db"),
-                          "--warehouse", str(base / "warehouse"), "--table", f"logbroker.{topic}",
-                          "--kafka-bootstrap", bs, "--kafka-topic", topic, "--time-scans", str(runs)],
-                         capture_output=True, text=True, timeout=1800,
-                         env={**__import__("os").environ, "PYSPARK_PYTHON": str(iceberg_python())})
+    res = subprocess.run(
+        [
+            str(iceberg_python()),
+            str(ROOT / "spark" / "iceberg_read.py"),
+            "--db",
+            str(base / "catalog.db"),
+            "--warehouse",
+            str(base / "warehouse"),
+            "--table",
+            f"logbroker.{topic}",
+            "--kafka-bootstrap",
+            bs,
+            "--kafka-topic",
+            topic,
+            "--time-scans",
+            str(runs),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=1800,
+        env={**__import__("os").environ, "PYSPARK_PYTHON": str(iceberg_python())},
+    )
     if res.returncode != 0:
         raise RuntimeError(f"the Spark scan failed: {res.stderr[-3000:]}")
     times = json.loads(res.stdout.strip().splitlines()[-1])["scan_s"]

@@ -33,8 +33,16 @@ RECORD = 1000
 
 def fill(bs: str, topic: str, mb: int) -> None:
     from confluent_kafka import Producer
-    p = Producer({"bootstrap.servers": bs, "linger.ms": 5, "batch.size": 262144, "acks": "all",
-                  "queue.buffering.max.messages": 1_000_000})
+
+    p = Producer(
+        {
+            "bootstrap.servers": bs,
+            "linger.ms": 5,
+            "batch.size": 262144,
+            "acks": "all",
+            "queue.buffering.max.messages": 1_000_000,
+        }
+    )
     value = b"v" * RECORD
     for _ in range(mb * 1_000_000 // RECORD):
         while True:
@@ -51,6 +59,7 @@ class SteadyProducer:
 
     def __init__(self, bs: str, topic: str, rate: int) -> None:
         from confluent_kafka import Producer
+
         self.p = Producer({"bootstrap.servers": bs, "linger.ms": 1, "acks": "all", "enable.idempotence": True})
         self.topic, self.rate = topic, rate
         self.latencies: list[tuple[float, float]] = []  # (sent at, latency s)
@@ -111,9 +120,16 @@ def one_run(peer, topic: str, mb: int, rate: int) -> dict:
             time.sleep(1.0)
         during = sorted(lat for sent, lat in steady.latencies if t0 <= sent <= t0 + elapsed) or [0.0]
         before = sorted(lat for sent, lat in steady.latencies if sent < t0) or [0.0]
-    return {"move_s": elapsed, "mb_s": mb / elapsed, "cpu_s": cpu, "p50_before_ms": 1000 * before[len(before) // 2],
-            "p50_ms": 1000 * during[len(during) // 2], "p99_ms": 1000 * during[int(len(during) * 0.99)],
-            "max_ms": 1000 * during[-1], "errors": steady.errors}
+    return {
+        "move_s": elapsed,
+        "mb_s": mb / elapsed,
+        "cpu_s": cpu,
+        "p50_before_ms": 1000 * before[len(before) // 2],
+        "p50_ms": 1000 * during[len(during) // 2],
+        "p99_ms": 1000 * during[int(len(during) * 0.99)],
+        "max_ms": 1000 * during[-1],
+        "errors": steady.errors,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -128,9 +144,11 @@ def main(argv: list[str] | None = None) -> int:
         work = tempfile.mkdtemp(prefix="bench-log-dir-move-")
         if broker == "kafka":
             from benches.peers.kafka import KafkaPeer, install
+
             peer = KafkaPeer(work, install_info=install(), log_dirs=2)
         else:
             from benches.peers.logbroker import LogbrokerPeer
+
             peer = LogbrokerPeer(work, log_dirs=2)
         peer.start()
         try:
@@ -138,10 +156,13 @@ def main(argv: list[str] | None = None) -> int:
                 runs = [one_run(peer, f"move-{mb}-{r}", mb, args.rate) for r in range(args.runs)]
                 row = {"broker": broker, "mb": mb, **{k: statistics.median(r[k] for r in runs) for k in runs[0]}}
                 results.append(row)
-                print(f"{broker:10} {mb:5d} MB  move {row['move_s']:6.2f} s  {row['mb_s']:7.1f} MB/s  "
-                      f"CPU {row['cpu_s']:5.2f} s  steady producer p50 {row['p50_before_ms']:5.1f} ms before, during: "
-                      f"p50 {row['p50_ms']:6.1f} ms  "
-                      f"p99 {row['p99_ms']:7.1f} ms  max {row['max_ms']:7.1f} ms  errors {row['errors']}", flush=True)
+                print(
+                    f"{broker:10} {mb:5d} MB  move {row['move_s']:6.2f} s  {row['mb_s']:7.1f} MB/s  "
+                    f"CPU {row['cpu_s']:5.2f} s  steady producer p50 {row['p50_before_ms']:5.1f} ms before, during: "
+                    f"p50 {row['p50_ms']:6.1f} ms  "
+                    f"p99 {row['p99_ms']:7.1f} ms  max {row['max_ms']:7.1f} ms  errors {row['errors']}",
+                    flush=True,
+                )
         finally:
             peer.stop()
     print(json.dumps(results))

@@ -25,29 +25,45 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from oidc_provider import OidcProvider  # noqa: E402
 
 JAAS = 'org.apache.kafka.common.security.plain.PlainLoginModule required user_admin="admin-secret";'
-PLAIN = {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN", "sasl.username": "admin",
-         "sasl.password": "admin-secret"}
-SCRAM = {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "SCRAM-SHA-512", "sasl.username": "alice",
-         "sasl.password": "alice-secret"}
+PLAIN = {
+    "security.protocol": "SASL_PLAINTEXT",
+    "sasl.mechanism": "PLAIN",
+    "sasl.username": "admin",
+    "sasl.password": "admin-secret",
+}
+SCRAM = {
+    "security.protocol": "SASL_PLAINTEXT",
+    "sasl.mechanism": "SCRAM-SHA-512",
+    "sasl.username": "alice",
+    "sasl.password": "alice-secret",
+}
 CONNECTIONS = 100
 
 
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory):
     with OidcProvider({"app": "app-secret"}) as idp:
-        config = {"listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS,
-                  "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-512,OAUTHBEARER",
-                  "sasl.oauthbearer.jwks.endpoint.url": idp.jwks_url, "sasl.oauthbearer.expected.audience": "kafka"}
-        with logbroker.Broker(data_dir=tmp_path_factory.mktemp("oauth") / "d", listener="SASL_PLAINTEXT",
-                              config=config) as b:
+        config = {
+            "listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS,
+            "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-512,OAUTHBEARER",
+            "sasl.oauthbearer.jwks.endpoint.url": idp.jwks_url,
+            "sasl.oauthbearer.expected.audience": "kafka",
+        }
+        with logbroker.Broker(
+            data_dir=tmp_path_factory.mktemp("oauth") / "d", listener="SASL_PLAINTEXT", config=config
+        ) as b:
             admin = AdminClient({"bootstrap.servers": b.bootstrap_servers, **PLAIN})
-            up = UserScramCredentialUpsertion("alice", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096),
-                                              b"alice-secret")
+            up = UserScramCredentialUpsertion(
+                "alice", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096), b"alice-secret"
+            )
             for f in admin.alter_user_scram_credentials([up]).values():
                 f.result(30)
             token = idp.token("app")
-            oauth = {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "OAUTHBEARER",
-                     "oauth.cb": lambda _c: (token, time.time() + 3000)}
+            oauth = {
+                "security.protocol": "SASL_PLAINTEXT",
+                "sasl.mechanism": "OAUTHBEARER",
+                "oauth.cb": lambda _c: (token, time.time() + 3000),
+            }
             yield b, idp, {"PLAIN": PLAIN, "SCRAM-SHA-512": SCRAM, "OAUTHBEARER (RS256, JWKS)": oauth}
 
 
@@ -74,8 +90,9 @@ def test_validate_one_token(benchmark, setup):
 
     _b, idp, _confs = setup
     keys = JwksKeys(idp.jwks_url, 3_600_000, 100, 10_000)
-    validator = JwksValidator(keys, expected_audience=["kafka"], expected_issuer="", sub_claim="sub",
-                              scope_claim="scope", skew_s=30)
+    validator = JwksValidator(
+        keys, expected_audience=["kafka"], expected_issuer="", sub_claim="sub", scope_claim="scope", skew_s=30
+    )
     token = idp.token("app")
 
     async def many():

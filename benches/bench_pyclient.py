@@ -37,8 +37,13 @@ import confluent_kafka as ck
 
 import logbroker
 
-PRODUCER_CONF = {"linger.ms": 5, "batch.size": 1_000_000, "acks": "all", "enable.idempotence": True,
-                 "compression.type": "none"}
+PRODUCER_CONF = {
+    "linger.ms": 5,
+    "batch.size": 1_000_000,
+    "acks": "all",
+    "enable.idempotence": True,
+    "compression.type": "none",
+}
 FETCH_BYTES = 8 << 20
 
 # Per profile: (our producer, librdkafka producer, our consumer, librdkafka consumer) settings.
@@ -48,8 +53,11 @@ OURS_TUNED_CONSUMER = {"fetch.max.bytes": FETCH_BYTES, "max.partition.fetch.byte
 # fetch.queue.backoff.ms: librdkafka (>= 2.4) pauses a partition's fetches for this long
 # (default 1000 ms) once queued.min.messages (100,000) are queued; with 100 B records that
 # idles the consumer most of the time, so the tuned profile sets it to 1 ms.
-CK_TUNED_CONSUMER = {"fetch.max.bytes": FETCH_BYTES, "max.partition.fetch.bytes": FETCH_BYTES,
-                     "fetch.queue.backoff.ms": 1}
+CK_TUNED_CONSUMER = {
+    "fetch.max.bytes": FETCH_BYTES,
+    "max.partition.fetch.bytes": FETCH_BYTES,
+    "fetch.queue.backoff.ms": 1,
+}
 PROFILES = {
     "default": ({}, {}, {}, {}),
     "tuned": (OURS_TUNED_PRODUCER, CK_TUNED_PRODUCER, OURS_TUNED_CONSUMER, CK_TUNED_CONSUMER),
@@ -64,9 +72,22 @@ def free_port() -> int:
 
 def start_broker(data: Path) -> tuple[subprocess.Popen[bytes], str]:
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "logbroker", "serve", "--data-dir", str(data), "--listen",
-                             f"127.0.0.1:{port}", "--log-level", "WARNING"], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "logbroker",
+            "serve",
+            "--data-dir",
+            str(data),
+            "--listen",
+            f"127.0.0.1:{port}",
+            "--log-level",
+            "WARNING",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     deadline = time.time() + 30
     while time.time() < deadline:
         try:
@@ -155,8 +176,10 @@ def main() -> None:
             admin = logbroker.Admin(bootstrap)
             for profile in profiles:
                 ours_p, ck_p, ours_c, ck_c = PROFILES[profile]
-                clients = (("logbroker", produce_ours, ours_p, consume_ours, ours_c),
-                           ("librdkafka", produce_ck, ck_p, consume_ck, ck_c))
+                clients = (
+                    ("logbroker", produce_ours, ours_p, consume_ours, ours_c),
+                    ("librdkafka", produce_ck, ck_p, consume_ck, ck_c),
+                )
                 for size in (100, 1024):
                     count = (a.mib << 20) // size
                     payload = os.urandom(size)
@@ -165,23 +188,40 @@ def main() -> None:
                         for name, produce, pconf, consume, cconf in clients:
                             topic = f"bench-{profile}-{size}-{name}-{run}"
                             admin.create_topics([logbroker.NewTopic(topic, 1)])
-                            res.setdefault((name, "produce"), []).append(produce(bootstrap, topic, payload, count, pconf))
+                            res.setdefault((name, "produce"), []).append(
+                                produce(bootstrap, topic, payload, count, pconf)
+                            )
                             res.setdefault((name, "consume"), []).append(consume(bootstrap, topic, count, cconf))
                             admin.delete_topics([topic])
-                            print(f"{profile} size {size} run {run} {name}: produce {res[(name, 'produce')][-1]:.2f}s "
-                                  f"consume {res[(name, 'consume')][-1]:.2f}s", file=sys.stderr)
+                            print(
+                                f"{profile} size {size} run {run} {name}: produce {res[(name, 'produce')][-1]:.2f}s "
+                                f"consume {res[(name, 'consume')][-1]:.2f}s",
+                                file=sys.stderr,
+                            )
                     for op in ("produce", "consume"):
                         ours = statistics.median(res[("logbroker", op)])
                         theirs = statistics.median(res[("librdkafka", op)])
-                        rows.append((profile, size, op, count / ours, count * size / ours / 1e6, count / theirs,
-                                     count * size / theirs / 1e6, theirs / ours))
+                        rows.append(
+                            (
+                                profile,
+                                size,
+                                op,
+                                count / ours,
+                                count * size / ours / 1e6,
+                                count / theirs,
+                                count * size / theirs / 1e6,
+                                theirs / ours,
+                            )
+                        )
             admin.close()
         finally:
             if proc is not None:
                 proc.terminate()
                 proc.wait(10)
-    print("| settings | record | op | logbroker rec/s | logbroker MB/s | librdkafka rec/s | librdkafka MB/s | ratio |\n"
-          "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: |")
+    print(
+        "| settings | record | op | logbroker rec/s | logbroker MB/s | librdkafka rec/s | librdkafka MB/s | ratio |\n"
+        "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: |"
+    )
     for profile, size, op, r1, m1, r2, m2, ratio in rows:
         print(f"| {profile} | {size} B | {op} | {r1:,.0f} | {m1:,.1f} | {r2:,.0f} | {m2:,.1f} | {ratio:.2f}x |")
 

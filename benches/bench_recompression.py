@@ -27,13 +27,33 @@ sys.path.insert(0, str(ROOT))
 
 from benches.peers.common import cpu_seconds  # noqa: E402
 
-CASES = [("lz4", "producer"), ("lz4", "zstd"), ("lz4", "gzip"), ("lz4", "uncompressed"), ("none", "zstd"),
-         ("none", "producer")]
+CASES = [
+    ("lz4", "producer"),
+    ("lz4", "zstd"),
+    ("lz4", "gzip"),
+    ("lz4", "uncompressed"),
+    ("none", "zstd"),
+    ("none", "producer"),
+]
 
 
 def payloads(n: int, size: int) -> list[bytes]:
-    words = [b"offset", b"partition", b"leader", b"epoch", b"replica", b"segment", b"index", b"batch",
-             b"record", b"timestamp", b"producer", b"consumer", b"group", b"commit"]
+    words = [
+        b"offset",
+        b"partition",
+        b"leader",
+        b"epoch",
+        b"replica",
+        b"segment",
+        b"index",
+        b"batch",
+        b"record",
+        b"timestamp",
+        b"producer",
+        b"consumer",
+        b"group",
+        b"commit",
+    ]
     out = []
     for i in range(n):
         v = bytearray(f"{i:010d} ".encode())
@@ -56,8 +76,16 @@ def one_run(peer, topic: str, client_codec: str, topic_codec: str, values: list[
     admin = AdminClient({"bootstrap.servers": peer.bootstrap})
     config = {} if topic_codec == "producer" else {"compression.type": topic_codec}
     admin.create_topics([NewTopic(topic, 1, 1, config=config)])[topic].result(30)
-    p = Producer({"bootstrap.servers": peer.bootstrap, "compression.type": client_codec, "linger.ms": 5,
-                  "batch.size": 262144, "acks": "all", "queue.buffering.max.messages": 2_000_000})
+    p = Producer(
+        {
+            "bootstrap.servers": peer.bootstrap,
+            "compression.type": client_codec,
+            "linger.ms": 5,
+            "batch.size": 262144,
+            "acks": "all",
+            "queue.buffering.max.messages": 2_000_000,
+        }
+    )
     p.produce(topic, b"warm")
     p.flush(30)
     cpu0, t0 = cpu_seconds(peer.pid), time.monotonic()
@@ -71,7 +99,11 @@ def one_run(peer, topic: str, client_codec: str, topic_codec: str, values: list[
     assert p.flush(120) == 0
     elapsed, cpu = time.monotonic() - t0, cpu_seconds(peer.pid) - cpu0
     mb = sum(map(len, values)) / 1e6
-    return {"mb_s": mb / elapsed, "cpu_s_per_gb": cpu / (mb / 1000), "stored_mb": stored_bytes(peer.data_dir, topic) / 1e6}
+    return {
+        "mb_s": mb / elapsed,
+        "cpu_s_per_gb": cpu / (mb / 1000),
+        "stored_mb": stored_bytes(peer.data_dir, topic) / 1e6,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -86,20 +118,31 @@ def main(argv: list[str] | None = None) -> int:
     for broker in args.brokers.split(","):
         if broker == "kafka":
             from benches.peers.kafka import KafkaPeer, install
+
             peer = KafkaPeer(tempfile.mkdtemp(prefix="bench-recompress-"), install_info=install())
         else:
             from benches.peers.logbroker import LogbrokerPeer
+
             peer = LogbrokerPeer(tempfile.mkdtemp(prefix="bench-recompress-"))
         peer.start()
         try:
             for client_codec, topic_codec in CASES:
-                runs = [one_run(peer, f"t-{client_codec}-{topic_codec}-{r}", client_codec, topic_codec, values)
-                        for r in range(args.runs)]
-                row = {"broker": broker, "client": client_codec, "topic": topic_codec,
-                       **{k: statistics.median(r[k] for r in runs) for k in runs[0]}}
+                runs = [
+                    one_run(peer, f"t-{client_codec}-{topic_codec}-{r}", client_codec, topic_codec, values)
+                    for r in range(args.runs)
+                ]
+                row = {
+                    "broker": broker,
+                    "client": client_codec,
+                    "topic": topic_codec,
+                    **{k: statistics.median(r[k] for r in runs) for k in runs[0]},
+                }
                 results.append(row)
-                print(f"{broker:10} client {client_codec:5} topic {topic_codec:12} {row['mb_s']:7.1f} MB/s "
-                      f"{row['cpu_s_per_gb']:6.1f} CPU s/GB  stored {row['stored_mb']:6.1f} MB", flush=True)
+                print(
+                    f"{broker:10} client {client_codec:5} topic {topic_codec:12} {row['mb_s']:7.1f} MB/s "
+                    f"{row['cpu_s_per_gb']:6.1f} CPU s/GB  stored {row['stored_mb']:6.1f} MB",
+                    flush=True,
+                )
         finally:
             peer.stop()
     print(json.dumps(results))

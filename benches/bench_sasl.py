@@ -11,23 +11,39 @@ Run: python -m pytest benches/bench_sasl.py --benchmark-only
 
 from __future__ import annotations
 
-
 import pytest
-from confluent_kafka.admin import (AclBinding, AclOperation, AclPermissionType, AdminClient, NewTopic,
-                                   ResourcePatternType, ResourceType, ScramCredentialInfo, ScramMechanism,
-                                   UserScramCredentialUpsertion)
+from confluent_kafka.admin import (
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    AdminClient,
+    NewTopic,
+    ResourcePatternType,
+    ResourceType,
+    ScramCredentialInfo,
+    ScramMechanism,
+    UserScramCredentialUpsertion,
+)
+from rdkafka_load import consume, produce  # benches/ is on sys.path (benches/conftest.py)
 
 import logbroker
-from rdkafka_load import consume, produce  # benches/ is on sys.path (benches/conftest.py)
 from logbroker.client.connection import BrokerConnection
 
 N = 100_000
 VALUE = b"x" * 1024
 JAAS = 'org.apache.kafka.common.security.plain.PlainLoginModule required user_admin="admin-secret";'
-ADMIN = {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN", "sasl.username": "admin",
-         "sasl.password": "admin-secret"}
-ALICE = {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "SCRAM-SHA-512", "sasl.username": "alice",
-         "sasl.password": "alice-secret"}
+ADMIN = {
+    "security.protocol": "SASL_PLAINTEXT",
+    "sasl.mechanism": "PLAIN",
+    "sasl.username": "admin",
+    "sasl.password": "admin-secret",
+}
+ALICE = {
+    "security.protocol": "SASL_PLAINTEXT",
+    "sasl.mechanism": "SCRAM-SHA-512",
+    "sasl.username": "alice",
+    "sasl.password": "alice-secret",
+}
 
 
 def _secure(bs: str) -> None:
@@ -37,15 +53,44 @@ def _secure(bs: str) -> None:
     up = UserScramCredentialUpsertion("alice", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096), b"alice-secret")
     for fut in admin.alter_user_scram_credentials([up]).values():
         fut.result(30)
-    acls = [AclBinding(ResourceType.TOPIC, f"other-{i}", ResourcePatternType.LITERAL, f"User:u{i}", "*",
-                       AclOperation.READ, AclPermissionType.ALLOW) for i in range(200)]
+    acls = [
+        AclBinding(
+            ResourceType.TOPIC,
+            f"other-{i}",
+            ResourcePatternType.LITERAL,
+            f"User:u{i}",
+            "*",
+            AclOperation.READ,
+            AclPermissionType.ALLOW,
+        )
+        for i in range(200)
+    ]
     for name, pattern in [("p-", ResourcePatternType.PREFIXED), ("c", ResourcePatternType.LITERAL)]:
-        acls.append(AclBinding(ResourceType.TOPIC, name, pattern, "User:alice", "*", AclOperation.ALL,
-                               AclPermissionType.ALLOW))
-    acls.append(AclBinding(ResourceType.GROUP, "*", ResourcePatternType.LITERAL, "User:alice", "*",
-                           AclOperation.READ, AclPermissionType.ALLOW))
-    acls.append(AclBinding(ResourceType.BROKER, "kafka-cluster", ResourcePatternType.LITERAL, "User:alice", "*",
-                           AclOperation.CREATE, AclPermissionType.ALLOW))
+        acls.append(
+            AclBinding(ResourceType.TOPIC, name, pattern, "User:alice", "*", AclOperation.ALL, AclPermissionType.ALLOW)
+        )
+    acls.append(
+        AclBinding(
+            ResourceType.GROUP,
+            "*",
+            ResourcePatternType.LITERAL,
+            "User:alice",
+            "*",
+            AclOperation.READ,
+            AclPermissionType.ALLOW,
+        )
+    )
+    acls.append(
+        AclBinding(
+            ResourceType.BROKER,
+            "kafka-cluster",
+            ResourcePatternType.LITERAL,
+            "User:alice",
+            "*",
+            AclOperation.CREATE,
+            AclPermissionType.ALLOW,
+        )
+    )
     for fut in admin.create_acls(acls).values():
         fut.result(30)
 
@@ -57,9 +102,11 @@ def broker(request, tmp_path_factory):
         with logbroker.Broker(data_dir=d / "data") as b:
             yield request.param, b.bootstrap_servers, {}
         return
-    config = {"listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS,
-              "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
-              "super.users": "User:admin"}
+    config = {
+        "listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS,
+        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        "super.users": "User:admin",
+    }
     with logbroker.Broker(data_dir=d / "data", listener="SASL_PLAINTEXT", config=config) as b:
         _secure(b.bootstrap_servers)
         yield request.param, b.bootstrap_servers, ALICE

@@ -27,8 +27,7 @@ sys.path.insert(0, str(ROOT))
 
 
 def schema(i: int, extra: bool) -> str:
-    fields = [{"name": "id", "type": "long"}, {"name": "name", "type": "string"},
-              {"name": "score", "type": "double"}]
+    fields = [{"name": "id", "type": "long"}, {"name": "name", "type": "string"}, {"name": "score", "type": "double"}]
     if extra:
         fields.append({"name": "tag", "type": "string", "default": ""})
     return json.dumps({"type": "record", "name": f"R{i}", "namespace": "bench", "fields": fields})
@@ -39,8 +38,12 @@ class Client:
         self.conn = http.client.HTTPConnection(host, port, timeout=60)
 
     def call(self, method: str, path: str, body: dict | None = None) -> object:
-        self.conn.request(method, path, body=None if body is None else json.dumps(body),
-                          headers={"Content-Type": "application/vnd.schemaregistry.v1+json"})
+        self.conn.request(
+            method,
+            path,
+            body=None if body is None else json.dumps(body),
+            headers={"Content-Type": "application/vnd.schemaregistry.v1+json"},
+        )
         r = self.conn.getresponse()
         data = r.read()
         if r.status != 200:
@@ -58,15 +61,17 @@ def rss_mb(pid: int) -> float:
 def one_size(n: int, lookups: int) -> dict:
     from logbroker import Cluster
 
-    with tempfile.TemporaryDirectory(prefix="bench-registry-") as root, \
-            Cluster(1, data_dir=root, schema_registry=True) as c:
+    with (
+        tempfile.TemporaryDirectory(prefix="bench-registry-") as root,
+        Cluster(1, data_dir=root, schema_registry=True) as c,
+    ):
         node = c.nodes[0]
         host, port = "127.0.0.1", node.registry_port
         client = Client(host, port)
         latencies, ids = [], []
         t0 = time.monotonic()
         for i in range(n):
-            for extra in ((False, True) if i % 4 == 0 else (False,)):
+            for extra in (False, True) if i % 4 == 0 else (False,):
                 s = time.monotonic()
                 ids.append(client.call("POST", f"/subjects/s{i}-value/versions", {"schema": schema(i, extra)})["id"])
                 latencies.append(time.monotonic() - s)
@@ -92,11 +97,16 @@ def one_size(n: int, lookups: int) -> dict:
                 time.sleep(0.05)
         restart_s = time.monotonic() - t0
         latencies.sort()
-        return {"n": n, "registrations_per_s": len(latencies) / register_s,
-                "register_p50_ms": 1000 * statistics.median(latencies),
-                "register_p99_ms": 1000 * latencies[int(len(latencies) * 0.99)],
-                "by_id_per_s": by_id, "latest_per_s": latest, "restart_to_ready_s": restart_s,
-                "rss_mb": rss_mb(node.pid)}
+        return {
+            "n": n,
+            "registrations_per_s": len(latencies) / register_s,
+            "register_p50_ms": 1000 * statistics.median(latencies),
+            "register_p99_ms": 1000 * latencies[int(len(latencies) * 0.99)],
+            "by_id_per_s": by_id,
+            "latest_per_s": latest,
+            "restart_to_ready_s": restart_s,
+            "rss_mb": rss_mb(node.pid),
+        }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -108,10 +118,13 @@ def main(argv: list[str] | None = None) -> int:
     for n in map(int, args.sizes.split(",")):
         row = one_size(n, args.lookups)
         rows.append(row)
-        print(f"{n:6d} subjects: register {row['registrations_per_s']:7.1f}/s (p50 {row['register_p50_ms']:.1f} ms, "
-              f"p99 {row['register_p99_ms']:.1f} ms); by id {row['by_id_per_s']:7.0f}/s; latest "
-              f"{row['latest_per_s']:7.0f}/s; restart to ready {row['restart_to_ready_s']:.2f} s; "
-              f"RSS {row['rss_mb']:.0f} MB", flush=True)
+        print(
+            f"{n:6d} subjects: register {row['registrations_per_s']:7.1f}/s (p50 {row['register_p50_ms']:.1f} ms, "
+            f"p99 {row['register_p99_ms']:.1f} ms); by id {row['by_id_per_s']:7.0f}/s; latest "
+            f"{row['latest_per_s']:7.0f}/s; restart to ready {row['restart_to_ready_s']:.2f} s; "
+            f"RSS {row['rss_mb']:.0f} MB",
+            flush=True,
+        )
     print(json.dumps(rows))
     return 0
 

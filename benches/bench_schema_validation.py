@@ -34,8 +34,16 @@ SCHEMA = json.dumps({"type": "record", "name": "Event", "fields": [{"name": "bod
 def one_run(bs: str, pid: int, topic: str, values: list[bytes]) -> dict:
     from confluent_kafka import Producer
 
-    p = Producer({"bootstrap.servers": bs, "linger.ms": 5, "batch.size": 262144, "acks": "all",
-                  "compression.type": "lz4", "queue.buffering.max.messages": 2_000_000})
+    p = Producer(
+        {
+            "bootstrap.servers": bs,
+            "linger.ms": 5,
+            "batch.size": 262144,
+            "acks": "all",
+            "compression.type": "lz4",
+            "queue.buffering.max.messages": 2_000_000,
+        }
+    )
     p.produce(topic, values[0])
     p.flush(30)
     cpu0, t0 = cpu_seconds(pid), time.monotonic()
@@ -63,8 +71,10 @@ def main(argv: list[str] | None = None) -> int:
 
     from logbroker import Cluster
 
-    with tempfile.TemporaryDirectory(prefix="bench-validation-") as root, \
-            Cluster(1, data_dir=root, schema_registry=True) as c:
+    with (
+        tempfile.TemporaryDirectory(prefix="bench-validation-") as root,
+        Cluster(1, data_dir=root, schema_registry=True) as c,
+    ):
         node = c.nodes[0]
         sr = SchemaRegistryClient({"url": node.schema_registry_url})
         admin = AdminClient({"bootstrap.servers": c.bootstrap_servers})
@@ -76,15 +86,18 @@ def main(argv: list[str] | None = None) -> int:
                 admin.create_topics([NewTopic(topic, 1, 1, config=config)])[topic].result(30)
                 sid = sr.register_schema(f"{topic}-value", Schema(SCHEMA, "AVRO"))
                 head = b"\x00" + struct.pack(">i", sid)
-                values = [head + (f"{i:012d}".encode() * (args.size // 12 + 1))[: args.size - 5]
-                          for i in range(args.records)]
+                values = [
+                    head + (f"{i:012d}".encode() * (args.size // 12 + 1))[: args.size - 5] for i in range(args.records)
+                ]
                 results[kind].append(one_run(c.bootstrap_servers, node.pid, topic, values))
         sr.close()
     rows = {k: {m: statistics.median(r[m] for r in runs) for m in runs[0]} for k, runs in results.items()}
     for kind, row in rows.items():
         print(f"{kind:10} {row['mb_s']:7.1f} MB/s  {row['cpu_s_per_gb']:6.2f} CPU s/GB", flush=True)
-    print(f"validated/plain: {rows['validated']['mb_s'] / rows['plain']['mb_s']:.2f}x MB/s, "
-          f"{rows['validated']['cpu_s_per_gb'] / rows['plain']['cpu_s_per_gb']:.2f}x CPU per GB")
+    print(
+        f"validated/plain: {rows['validated']['mb_s'] / rows['plain']['mb_s']:.2f}x MB/s, "
+        f"{rows['validated']['cpu_s_per_gb'] / rows['plain']['cpu_s_per_gb']:.2f}x CPU per GB"
+    )
     print(json.dumps(rows))
     return 0
 

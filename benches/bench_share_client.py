@@ -29,8 +29,11 @@ from benches.peers.logbroker import LogbrokerPeer  # noqa: E402
 
 BENCH_JAVA = ROOT / "tests" / "java" / "ShareBench.java"
 TOPIC = "share-bench"
-BROKER_SETS = {"group.share.enable": "true", "group.share.auto.offset.reset": "earliest",
-               "group.share.partition.max.record.locks": "2000"}
+BROKER_SETS = {
+    "group.share.enable": "true",
+    "group.share.auto.offset.reset": "earliest",
+    "group.share.partition.max.record.locks": "2000",
+}
 
 
 def produce(bs: str, n: int, size: int) -> None:
@@ -92,8 +95,10 @@ def main() -> int:
     try:
         bs = peer.bootstrap
         produce(bs, args.records, args.size)
-        results: dict[str, list[tuple[float, float]]] = {"logbroker ShareConsumer (Python)": [],
-                                                          f"KafkaShareConsumer (Java, Kafka {tools.version})": []}
+        results: dict[str, list[tuple[float, float]]] = {
+            "logbroker ShareConsumer (Python)": [],
+            f"KafkaShareConsumer (Java, Kafka {tools.version})": [],
+        }
         for run in range(args.runs):  # interleaved, so drift hits both
             for name in results:
                 group = f"bench-{run}-{'py' if 'Python' in name else 'java'}"
@@ -102,12 +107,18 @@ def main() -> int:
                 else:
                     r = run_java(tools, bs, group, args.records, args.max_poll_records)
                 results[name].append(r)
-                print(f"run {run + 1} {name}: {args.records / r[0]:,.0f} rec/s from subscribe, "
-                      f"{args.records / r[1]:,.0f} rec/s from the first record", file=sys.stderr, flush=True)
+                print(
+                    f"run {run + 1} {name}: {args.records / r[0]:,.0f} rec/s from subscribe, "
+                    f"{args.records / r[1]:,.0f} rec/s from the first record",
+                    file=sys.stderr,
+                    flush=True,
+                )
     finally:
         peer.stop()
-    print(f"\n{args.records:,} records x {args.size} B, one partition, max.poll.records {args.max_poll_records}, "
-          f"implicit acknowledgement, median of {args.runs} runs (one logbroker broker process)\n")
+    print(
+        f"\n{args.records:,} records x {args.size} B, one partition, max.poll.records {args.max_poll_records}, "
+        f"implicit acknowledgement, median of {args.runs} runs (one logbroker broker process)\n"
+    )
     print(f"| {'client':45} | {'rec/s from subscribe':>20} | {'rec/s from first record':>23} |")
     print(f"|{'-' * 47}|{'-' * 22}|{'-' * 25}|")
     for name, rs in results.items():

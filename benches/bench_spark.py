@@ -32,7 +32,14 @@ def main() -> None:
         bs = b.bootstrap_servers
         admin = AdminClient({"bootstrap.servers": bs})
         admin.create_topics([NewTopic("bench", 4, 1)])["bench"].result(10)
-        p = Producer({"bootstrap.servers": bs, "linger.ms": 20, "batch.size": 1_000_000, "queue.buffering.max.messages": 2_000_000})
+        p = Producer(
+            {
+                "bootstrap.servers": bs,
+                "linger.ms": 20,
+                "batch.size": 1_000_000,
+                "queue.buffering.max.messages": 2_000_000,
+            }
+        )
         v = b"x" * 100
         for i in range(a.records):
             while True:
@@ -42,16 +49,25 @@ def main() -> None:
                 except BufferError:
                     p.poll(0.01)
         p.flush(120)
-        spark = (SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
-                 .config("spark.jars", ",".join(connector_jars())).getOrCreate())
+        spark = (
+            SparkSession.builder.master("local[2]")
+            .config("spark.ui.enabled", "false")
+            .config("spark.jars", ",".join(connector_jars()))
+            .getOrCreate()
+        )
         register(spark)
 
         def ours():
             return spark.read.format("logbroker").option("bootstrap.servers", bs).option("subscribe", "bench").load()
 
         def theirs():
-            return (spark.read.format("kafka").option("kafka.bootstrap.servers", bs).option("subscribe", "bench")
-                    .option("startingOffsets", "earliest").load())
+            return (
+                spark.read.format("kafka")
+                .option("kafka.bootstrap.servers", bs)
+                .option("subscribe", "bench")
+                .option("startingOffsets", "earliest")
+                .load()
+            )
 
         def run(make) -> float:
             t0 = time.perf_counter()
@@ -69,8 +85,10 @@ def main() -> None:
     t = statistics.median(r[1] for r in rows)
     ratios = [r[0] / r[1] for r in rows]
     print(f"records={a.records} pairs={a.pairs}")
-    print(f"logbroker source rows/s median {o:,.0f}; Spark Kafka source rows/s median {t:,.0f}; "
-          f"ratio median {statistics.median(ratios):.2f} (per pair {', '.join(f'{x:.2f}' for x in ratios)})")
+    print(
+        f"logbroker source rows/s median {o:,.0f}; Spark Kafka source rows/s median {t:,.0f}; "
+        f"ratio median {statistics.median(ratios):.2f} (per pair {', '.join(f'{x:.2f}' for x in ratios)})"
+    )
 
 
 if __name__ == "__main__":

@@ -13,9 +13,9 @@ import shutil
 import pytest
 import trustme
 from confluent_kafka.admin import AdminClient, NewTopic
+from rdkafka_load import consume, produce  # benches/ is on sys.path (benches/conftest.py)
 
 import logbroker
-from rdkafka_load import consume, produce  # benches/ is on sys.path (benches/conftest.py)
 
 N = 100_000
 VALUE = b"x" * 1024
@@ -29,8 +29,9 @@ def _pki(d):
     ca.cert_pem.write_to_path(str(d / "ca.pem"))
     leaf = ca.issue_cert("127.0.0.1")
     key = serialization.load_pem_private_key(leaf.private_key_pem.bytes(), None)
-    pkcs8 = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                              serialization.NoEncryption())
+    pkcs8 = key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
     (d / "broker.pem").write_bytes(pkcs8 + b"".join(c.bytes() for c in leaf.cert_chain_pems))
     return {"security.protocol": "SSL", "ssl.ca.location": str(d / "ca.pem")}
 

@@ -24,9 +24,10 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 from batches import build_batch  # noqa: E402
+from rawclient import RawClient  # noqa: E402
+
 from logbroker import Broker  # noqa: E402
 from logbroker.protocol import REQUESTS, ErrorCode  # noqa: E402
-from rawclient import RawClient  # noqa: E402
 
 Produce, CreateTopics, FindCoordinator, InitProducerId = REQUESTS[0], REQUESTS[19], REQUESTS[10], REQUESTS[22]
 AddPartitionsToTxn, EndTxn = REQUESTS[24], REQUESTS[26]
@@ -41,9 +42,17 @@ def broker(request, tmp_path_factory):
     with Broker(data_dir=tmp_path_factory.mktemp("txn"), config=config) as b, RawClient(b.bootstrap_servers) as c:
         C = CreateTopics
         for name in ("tv1", "tv2"):
-            c.request(19, 5, C(topics=[C.CreatableTopic(name=name, num_partitions=1, replication_factor=1,
-                                                       assignments=[], configs=[])], timeout_ms=10000,
-                               validate_only=False))
+            c.request(
+                19,
+                5,
+                C(
+                    topics=[
+                        C.CreatableTopic(name=name, num_partitions=1, replication_factor=1, assignments=[], configs=[])
+                    ],
+                    timeout_ms=10000,
+                    validate_only=False,
+                ),
+            )
         yield b
 
 
@@ -59,29 +68,53 @@ def _run(benchmark, bootstrap, v2: bool):
     topic, txn_id = ("tv2", "bench-v2") if v2 else ("tv1", "bench-v1")
     c = RawClient(bootstrap)
     c.request(10, 4, FindCoordinator(key_type=1, coordinator_keys=[txn_id]))
-    r = c.request(22, 4, InitProducerId(transactional_id=txn_id, transaction_timeout_ms=60000, producer_id=-1,
-                                        producer_epoch=-1))
+    r = c.request(
+        22, 4, InitProducerId(transactional_id=txn_id, transaction_timeout_ms=60000, producer_id=-1, producer_epoch=-1)
+    )
     state = {"pid": r.producer_id, "epoch": r.producer_epoch}
     values = [b"x" * 100] * RECORDS
     first_times: list[float] = []
 
     def produce(seq):
-        batch = build_batch(values, producer_id=state["pid"], producer_epoch=state["epoch"], base_sequence=seq,
-                            transactional=True)
-        resp = c.request(0, 12 if v2 else 11, Produce(transactional_id=txn_id, acks=1, timeout_ms=5000, topic_data=[
-            Produce.TopicProduceData(name=topic, partition_data=[Produce.PartitionProduceData(index=0, records=batch)])]))
+        batch = build_batch(
+            values, producer_id=state["pid"], producer_epoch=state["epoch"], base_sequence=seq, transactional=True
+        )
+        resp = c.request(
+            0,
+            12 if v2 else 11,
+            Produce(
+                transactional_id=txn_id,
+                acks=1,
+                timeout_ms=5000,
+                topic_data=[
+                    Produce.TopicProduceData(
+                        name=topic, partition_data=[Produce.PartitionProduceData(index=0, records=batch)]
+                    )
+                ],
+            ),
+        )
         return resp.responses[0].partition_responses[0].error_code, None
 
     def add():
         A = AddPartitionsToTxn
-        resp = c.request(24, 3, A(v3_and_below_transactional_id=txn_id, v3_and_below_producer_id=state["pid"],
-                                  v3_and_below_producer_epoch=state["epoch"],
-                                  v3_and_below_topics=[A.AddPartitionsToTxnTopic(name=topic, partitions=[0])]))
+        resp = c.request(
+            24,
+            3,
+            A(
+                v3_and_below_transactional_id=txn_id,
+                v3_and_below_producer_id=state["pid"],
+                v3_and_below_producer_epoch=state["epoch"],
+                v3_and_below_topics=[A.AddPartitionsToTxnTopic(name=topic, partitions=[0])],
+            ),
+        )
         return resp.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code, None
 
     def end():
-        resp = c.request(26, 5 if v2 else 3, EndTxn(transactional_id=txn_id, producer_id=state["pid"],
-                                                     producer_epoch=state["epoch"], committed=True))
+        resp = c.request(
+            26,
+            5 if v2 else 3,
+            EndTxn(transactional_id=txn_id, producer_id=state["pid"], producer_epoch=state["epoch"], committed=True),
+        )
         return resp.error_code, (resp.producer_id, resp.producer_epoch)
 
     def cycle():

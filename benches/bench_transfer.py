@@ -8,8 +8,8 @@ import socket
 import threading
 
 import pytest
-
 from batches import build_batch
+
 from logbroker._core import Log
 
 TOTAL = 256 * 1024 * 1024

@@ -23,8 +23,15 @@ def produce(bs: str, conf: dict, topic: str, n: int, value: bytes) -> None:
 
 def consume(bs: str, conf: dict, topic: str, group: str, n: int) -> None:
     """Read `n` records of `topic` from the beginning in a new group (at most 120 s)."""
-    c = Consumer({"bootstrap.servers": bs, "group.id": group, "auto.offset.reset": "earliest",
-                  "enable.auto.commit": False, **conf})
+    c = Consumer(
+        {
+            "bootstrap.servers": bs,
+            "group.id": group,
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+            **conf,
+        }
+    )
     c.subscribe([topic])
     got, deadline = 0, time.monotonic() + 120
     while got < n and time.monotonic() < deadline:

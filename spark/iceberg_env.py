@@ -21,11 +21,14 @@ def iceberg_python() -> Path:
     py = venv / "bin" / "python"
     if not (venv / ".complete").exists():
         subprocess.run([sys.executable, "-m", "venv", "--clear", str(venv)], check=True)
-        res = subprocess.run([str(py), "-m", "pip", "install", "-q", f"pyspark=={PYSPARK}"], capture_output=True,
-                             text=True)
+        res = subprocess.run(
+            [str(py), "-m", "pip", "install", "-q", f"pyspark=={PYSPARK}"], capture_output=True, text=True
+        )
         if res.returncode != 0:
-            raise RuntimeError(f"pip could not install pyspark {PYSPARK} for the Iceberg Spark job: "
-                               f"{res.stdout[-2000:]}{res.stderr[-2000:]}")
+            raise RuntimeError(
+                f"pip could not install pyspark {PYSPARK} for the Iceberg Spark job: "
+                f"{res.stdout[-2000:]}{res.stderr[-2000:]}"
+            )
         (venv / ".complete").touch()
     return py
 

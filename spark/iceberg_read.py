@@ -47,8 +47,13 @@ def time_scans(spark, a) -> dict:
         return spark.read.table(f"{a.catalog}.{a.table}").select(F.sum(F.length("value"))).first()[0]
 
     def kafka() -> int:
-        df = (spark.read.format("kafka").option("kafka.bootstrap.servers", a.kafka_bootstrap)
-              .option("subscribe", a.kafka_topic).option("kafka.isolation.level", "read_committed").load())
+        df = (
+            spark.read.format("kafka")
+            .option("kafka.bootstrap.servers", a.kafka_bootstrap)
+            .option("subscribe", a.kafka_topic)
+            .option("kafka.isolation.level", "read_committed")
+            .load()
+        )
         return df.select(F.sum(F.length("value"))).first()[0]
 
     times: dict[str, list[float]] = {"table": [], "kafka": []}
@@ -80,12 +85,18 @@ def main(argv: list[str] | None = None) -> int:
     from pyspark.sql import SparkSession
 
     prefix = f"spark.sql.catalog.{a.catalog}"
-    spark = (SparkSession.builder.master("local[2]").appName("logbroker-iceberg-read")
-             .config("spark.ui.enabled", "false").config("spark.sql.session.timeZone", "UTC")
-             .config("spark.jars", ",".join(connector_jars()))
-             .config(prefix, "org.apache.iceberg.spark.SparkCatalog").config(f"{prefix}.type", "jdbc")
-             .config(f"{prefix}.uri", f"jdbc:sqlite:{Path(a.db).resolve()}")
-             .config(f"{prefix}.warehouse", Path(a.warehouse).resolve().as_uri()).getOrCreate())
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .appName("logbroker-iceberg-read")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.jars", ",".join(connector_jars()))
+        .config(prefix, "org.apache.iceberg.spark.SparkCatalog")
+        .config(f"{prefix}.type", "jdbc")
+        .config(f"{prefix}.uri", f"jdbc:sqlite:{Path(a.db).resolve()}")
+        .config(f"{prefix}.warehouse", Path(a.warehouse).resolve().as_uri())
+        .getOrCreate()
+    )
     spark.sparkContext.setLogLevel("ERROR")
     try:
         if a.time_scans:
@@ -98,9 +109,15 @@ def main(argv: list[str] | None = None) -> int:
         df = reader.table(f"{a.catalog}.{a.table}").select(*cols)
         out = {"columns": df.columns, "table": [plain(r.asDict(recursive=True)) for r in df.collect()]}
         if a.kafka_bootstrap:
-            kafka = (spark.read.format("kafka").option("kafka.bootstrap.servers", a.kafka_bootstrap)
-                     .option("subscribe", a.kafka_topic).option("kafka.isolation.level", "read_committed")
-                     .option("includeHeaders", "true").load().select(*[c for c in cols if "." not in c]))
+            kafka = (
+                spark.read.format("kafka")
+                .option("kafka.bootstrap.servers", a.kafka_bootstrap)
+                .option("subscribe", a.kafka_topic)
+                .option("kafka.isolation.level", "read_committed")
+                .option("includeHeaders", "true")
+                .load()
+                .select(*[c for c in cols if "." not in c])
+            )
             out["kafka"] = [plain(r.asDict(recursive=True)) for r in kafka.collect()]
         print(json.dumps(out))
     finally:

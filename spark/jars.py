@@ -23,12 +23,25 @@ CACHE = Path(os.environ.get("LOGBROKER_SPARK_CACHE", "~/.cache/logbroker-spark")
 
 def _fetch(out: Path, done: Path, version: str) -> None:
     if not done.exists():
-        cmd = ["mvn", "-B", "-q", "-s", str(HERE / "maven" / "settings.xml"), f"-Dmaven.repo.local={CACHE / 'm2'}", "-f", str(HERE / "maven" / "pom.xml"),
-               f"-Dspark.version={version}", "dependency:copy-dependencies", f"-DoutputDirectory={out}",
-               "-DincludeScope=runtime"]
+        cmd = [
+            "mvn",
+            "-B",
+            "-q",
+            "-s",
+            str(HERE / "maven" / "settings.xml"),
+            f"-Dmaven.repo.local={CACHE / 'm2'}",
+            "-f",
+            str(HERE / "maven" / "pom.xml"),
+            f"-Dspark.version={version}",
+            "dependency:copy-dependencies",
+            f"-DoutputDirectory={out}",
+            "-DincludeScope=runtime",
+        ]
         res = subprocess.run(cmd, capture_output=True, text=True)
         if res.returncode != 0:
-            raise RuntimeError(f"mvn could not fetch spark-sql-kafka-0-10 {version}: {res.stdout[-2000:]}{res.stderr[-2000:]}")
+            raise RuntimeError(
+                f"mvn could not fetch spark-sql-kafka-0-10 {version}: {res.stdout[-2000:]}{res.stderr[-2000:]}"
+            )
         done.touch()
 
 

@@ -24,18 +24,38 @@ def build(spark, bootstrap: str, input_topic: str, output_topic: str, checkpoint
     from logbroker.spark import register
 
     register(spark)
-    events = (spark.readStream.format("logbroker").option("bootstrap.servers", bootstrap)
-              .option("subscribe", input_topic).option("startingOffsets", "earliest").load())
-    parsed = events.select(F.from_json(F.col("value").cast("string"),
-                                       "key string, amount double, ts timestamp").alias("e")).select("e.*")
-    counts = (parsed.groupBy(F.col("key"), F.window("ts", "1 minute"))
-              .agg(F.count(F.lit(1)).alias("count"), F.sum("amount").alias("total")))
+    events = (
+        spark.readStream.format("logbroker")
+        .option("bootstrap.servers", bootstrap)
+        .option("subscribe", input_topic)
+        .option("startingOffsets", "earliest")
+        .load()
+    )
+    parsed = events.select(
+        F.from_json(F.col("value").cast("string"), "key string, amount double, ts timestamp").alias("e")
+    ).select("e.*")
+    counts = parsed.groupBy(F.col("key"), F.window("ts", "1 minute")).agg(
+        F.count(F.lit(1)).alias("count"), F.sum("amount").alias("total")
+    )
     out = counts.select(
         F.col("key"),
-        F.to_json(F.struct(F.col("key"), F.col("window.start").alias("window_start"),
-                           F.col("window.end").alias("window_end"), "count", "total")).alias("value"))
-    writer = (out.writeStream.outputMode("complete").format("logbroker").option("bootstrap.servers", bootstrap)
-              .option("topic", output_topic).option("checkpointLocation", checkpoint))
+        F.to_json(
+            F.struct(
+                F.col("key"),
+                F.col("window.start").alias("window_start"),
+                F.col("window.end").alias("window_end"),
+                "count",
+                "total",
+            )
+        ).alias("value"),
+    )
+    writer = (
+        out.writeStream.outputMode("complete")
+        .format("logbroker")
+        .option("bootstrap.servers", bootstrap)
+        .option("topic", output_topic)
+        .option("checkpointLocation", checkpoint)
+    )
     writer = writer.trigger(availableNow=True) if available_now else writer.trigger(processingTime="5 seconds")
     return writer.start()
 

@@ -122,8 +122,17 @@ class BrokerProcess:
         return f"127.0.0.1:{self.port}"
 
     def start(self, timeout: float = 30) -> BrokerProcess:
-        cmd = [sys.executable, "-m", "logbroker", "serve", "--data-dir", str(self.data_dir),
-               "--listen", f"127.0.0.1:{self.port}", *self.extra]
+        cmd = [
+            sys.executable,
+            "-m",
+            "logbroker",
+            "serve",
+            "--data-dir",
+            str(self.data_dir),
+            "--listen",
+            f"127.0.0.1:{self.port}",
+            *self.extra,
+        ]
         self.log_path = self.data_dir.parent / f"broker-{self.port}.log"
         if self not in _STARTED:
             _STARTED.append(self)
@@ -171,10 +180,22 @@ def cluster_processes(tmp_path, n: int = 3, extra=()) -> list[BrokerProcess]:
     controller on its own pair of loopback ports), started; `extra` goes to every node."""
     ports = {i: (free_port(), free_port()) for i in range(1, n + 1)}
     voters = ",".join(f"{i}@127.0.0.1:{c}" for i, (_, c) in ports.items())
-    nodes = [BrokerProcess(tmp_path / f"node{i}", port=p,
-                           extra=["--node-id", str(i), "--voters", voters, *extra,
-                                  "--listen", f"PLAINTEXT://127.0.0.1:{p},CONTROLLER://127.0.0.1:{c}"])
-             for i, (p, c) in ports.items()]
+    nodes = [
+        BrokerProcess(
+            tmp_path / f"node{i}",
+            port=p,
+            extra=[
+                "--node-id",
+                str(i),
+                "--voters",
+                voters,
+                *extra,
+                "--listen",
+                f"PLAINTEXT://127.0.0.1:{p},CONTROLLER://127.0.0.1:{c}",
+            ],
+        )
+        for i, (p, c) in ports.items()
+    ]
     for bp in nodes:
         bp.start()
     return nodes
@@ -202,9 +223,11 @@ def require_java() -> None:
     installs them (Debian's default-jdk-headless and maven)."""
     missing = [tool for tool in ("java", "mvn") if shutil.which(tool) is None]
     if missing:
-        pytest.fail(f"{' and '.join(missing)} not found on the PATH: this test runs the Java client or Kafka's "
-                    "tools (Java 17+ and Maven; ./scripts/test installs Debian's default-jdk-headless and maven)",
-                    pytrace=False)
+        pytest.fail(
+            f"{' and '.join(missing)} not found on the PATH: this test runs the Java client or Kafka's "
+            "tools (Java 17+ and Maven; ./scripts/test installs Debian's default-jdk-headless and maven)",
+            pytrace=False,
+        )
 
 
 @pytest.fixture
@@ -288,12 +311,18 @@ def spark():
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "spark"))
     from jars import connector_jars  # Spark's own Kafka connector, from Maven Central
 
-    session = (SparkSession.builder.master("local[2]").appName("logbroker-tests")
-               .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2")
-               .config("spark.jars", ",".join(connector_jars()))
-               .config("spark.sql.session.timeZone", "UTC").getOrCreate())
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName("logbroker-tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.jars", ",".join(connector_jars()))
+        .config("spark.sql.session.timeZone", "UTC")
+        .getOrCreate()
+    )
     session.logbroker_registered_at_start = (
-        session._jsparkSession.sessionState().dataSourceManager().dataSourceExists("logbroker"))
+        session._jsparkSession.sessionState().dataSourceManager().dataSourceExists("logbroker")
+    )
     register(session)
     yield session
     session.stop()

@@ -44,18 +44,21 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition  # noqa: E402
-
 from fault_proxy import FaultProxy  # noqa: E402
 from jepsen_checker import History, Poll, Send, check, summary  # noqa: E402
+from rawclient import RawClient  # noqa: E402
+
 from logbroker import Cluster, _core  # noqa: E402
 from logbroker.protocol import REQUESTS  # noqa: E402
-from rawclient import RawClient  # noqa: E402
 
 TOPIC = "jepsen"
 FAULTS = ("kill", "pause", "partition", "restart", "disk")
 CLUSTER_CONFIG = {
-    "broker.session.timeout.ms": 3000, "broker.heartbeat.interval.ms": 300, "replica.lag.time.max.ms": 3000,
-    "replica.fetch.wait.max.ms": 200, "group.initial.rebalance.delay.ms": 0,
+    "broker.session.timeout.ms": 3000,
+    "broker.heartbeat.interval.ms": 300,
+    "replica.lag.time.max.ms": 3000,
+    "replica.fetch.wait.max.ms": 200,
+    "group.initial.rebalance.delay.ms": 0,
     "group.min.session.timeout.ms": 1000,
 }
 DISK_BYTES = 256 * 1024 * 1024
@@ -91,10 +94,12 @@ def log(msg: str) -> None:
 
 # --- the cluster and what it says ------------------------------------------------------------
 
+
 def metadata(node) -> dict[int, tuple[int, list[int], list[int]]]:
     with RawClient(node.bootstrap_servers, timeout=5) as c:
-        r = c.request(3, 12, REQUESTS[3](topics=[REQUESTS[3].MetadataRequestTopic(name=TOPIC)],
-                                         allow_auto_topic_creation=False))
+        r = c.request(
+            3, 12, REQUESTS[3](topics=[REQUESTS[3].MetadataRequestTopic(name=TOPIC)], allow_auto_topic_creation=False)
+        )
     t = r.topics[0]
     return {p.partition_index: (p.leader_id, list(p.replica_nodes), list(p.isr_nodes)) for p in t.partitions}
 
@@ -114,8 +119,9 @@ def healthy(cluster, partitions: int) -> bool:
     if not all(n.is_running for n in cluster.nodes):
         return False
     m = any_metadata(cluster)
-    return len(m) == partitions and all(leader >= 0 and sorted(isr) == sorted(replicas)
-                                        for leader, replicas, isr in m.values())
+    return len(m) == partitions and all(
+        leader >= 0 and sorted(isr) == sorted(replicas) for leader, replicas, isr in m.values()
+    )
 
 
 def wait_healthy(cluster, partitions: int, timeout: float = 60.0) -> bool:
@@ -130,9 +136,19 @@ def wait_healthy(cluster, partitions: int, timeout: float = 60.0) -> bool:
 def create_topic(cluster, partitions: int, unclean: bool) -> None:
     C = REQUESTS[19]
     configs = {"min.insync.replicas": "2", "unclean.leader.election.enable": str(unclean).lower()}
-    req = C(topics=[C.CreatableTopic(name=TOPIC, num_partitions=partitions, replication_factor=3, assignments=[],
-                                     configs=[C.CreatableTopicConfig(name=k, value=v) for k, v in configs.items()])],
-            timeout_ms=15000, validate_only=False)
+    req = C(
+        topics=[
+            C.CreatableTopic(
+                name=TOPIC,
+                num_partitions=partitions,
+                replication_factor=3,
+                assignments=[],
+                configs=[C.CreatableTopicConfig(name=k, value=v) for k, v in configs.items()],
+            )
+        ],
+        timeout_ms=15000,
+        validate_only=False,
+    )
     with RawClient(cluster.node(1).bootstrap_servers) as c:
         r = c.request(19, 5, req).topics[0]
         if r.error_code:
@@ -140,6 +156,7 @@ def create_topic(cluster, partitions: int, unclean: bool) -> None:
 
 
 # --- the workload ------------------------------------------------------------------------------
+
 
 class Workload:
     """Producers and consumers recording a history (see the module doc)."""
@@ -174,7 +191,7 @@ class Workload:
         # consumers run on a little, to read what the last writes put in the log
         time.sleep(2)
         self.stop_reading.set()
-        for t in self.threads[self.n_producers:]:
+        for t in self.threads[self.n_producers :]:
             t.join(60)
 
     def _produce(self, pid: int) -> None:
@@ -191,9 +208,17 @@ class Workload:
                     if err.fatal():
                         self.notes.append(f"producer {pid}: fatal error {err}")
 
-        p = Producer({"bootstrap.servers": self.bootstrap, "acks": "all", "enable.idempotence": self.idempotent,
-                      "linger.ms": 5, "message.timeout.ms": 60000, "request.timeout.ms": 10000,
-                      "socket.timeout.ms": 10000})
+        p = Producer(
+            {
+                "bootstrap.servers": self.bootstrap,
+                "acks": "all",
+                "enable.idempotence": self.idempotent,
+                "linger.ms": 5,
+                "message.timeout.ms": 60000,
+                "request.timeout.ms": 10000,
+                "socket.timeout.ms": 10000,
+            }
+        )
         seq = 0
         while not self.stop_writing.is_set():
             partition = seq % self.partitions
@@ -228,12 +253,20 @@ class Workload:
     def _record(self, consumer: str, segments: dict[int, int], msgs) -> None:
         with self.lock:
             for m in msgs:
-                self.history.polls.append(Poll(consumer, segments.get(m.partition(), 0), m.partition(), m.offset(),
-                                               m.value()))
+                self.history.polls.append(
+                    Poll(consumer, segments.get(m.partition(), 0), m.partition(), m.offset(), m.value())
+                )
 
     def _consume_assigned(self, name: str) -> None:
-        c = Consumer({"bootstrap.servers": self.bootstrap, "group.id": f"jepsen-{name}", "enable.auto.commit": False,
-                      "auto.offset.reset": "error", "fetch.wait.max.ms": 100})
+        c = Consumer(
+            {
+                "bootstrap.servers": self.bootstrap,
+                "group.id": f"jepsen-{name}",
+                "enable.auto.commit": False,
+                "auto.offset.reset": "error",
+                "fetch.wait.max.ms": 100,
+            }
+        )
         segments = {p: 0 for p in range(self.partitions)}
         c.assign([TopicPartition(TOPIC, p, 0) for p in range(self.partitions)])
         try:
@@ -260,9 +293,18 @@ class Workload:
             for tp in parts:
                 segments[tp.partition] = segments.get(tp.partition, 0) + 1
 
-        c = Consumer({"bootstrap.servers": self.bootstrap, "group.id": "jepsen-group", "enable.auto.commit": True,
-                      "auto.commit.interval.ms": 500, "auto.offset.reset": "earliest", "session.timeout.ms": 6000,
-                      "heartbeat.interval.ms": 500, "fetch.wait.max.ms": 100})
+        c = Consumer(
+            {
+                "bootstrap.servers": self.bootstrap,
+                "group.id": "jepsen-group",
+                "enable.auto.commit": True,
+                "auto.commit.interval.ms": 500,
+                "auto.offset.reset": "earliest",
+                "session.timeout.ms": 6000,
+                "heartbeat.interval.ms": 500,
+                "fetch.wait.max.ms": 100,
+            }
+        )
         c.subscribe([TOPIC], on_assign=on_assign)
         try:
             while not self.stop_reading.is_set():
@@ -293,9 +335,17 @@ class Workload:
 
 # --- the nemesis ---------------------------------------------------------------------------------
 
+
 class Nemesis:
-    def __init__(self, cluster, proxy: FaultProxy, faults: list[str], partitions: int, rng: random.Random,
-                 disks: dict[int, Path] | None) -> None:
+    def __init__(
+        self,
+        cluster,
+        proxy: FaultProxy,
+        faults: list[str],
+        partitions: int,
+        rng: random.Random,
+        disks: dict[int, Path] | None,
+    ) -> None:
         self.cluster = cluster
         self.proxy = proxy
         self.faults = faults
@@ -418,6 +468,7 @@ class Nemesis:
 
 # --- one run -------------------------------------------------------------------------------------
 
+
 def _mount_disks(root: Path, nodes: int) -> dict[int, Path]:
     disks = {}
     for i in range(1, nodes + 1):
@@ -453,8 +504,10 @@ def compare_replicas(root: Path, cluster_nodes: list[int], partitions: int) -> l
         first = next(iter(logs.values()), None)
         for n, content in logs.items():
             if content != first:
-                out.append(f"{TOPIC}-{p}: replica on node {n} differs ({len(content[0])} records, epochs "
-                           f"{content[1]}; another has {len(first[0])}, epochs {first[1]})")
+                out.append(
+                    f"{TOPIC}-{p}: replica on node {n} differs ({len(content[0])} records, epochs "
+                    f"{content[1]}; another has {len(first[0])}, epochs {first[1]})"
+                )
     return out
 
 
@@ -509,15 +562,19 @@ def _run(root: Path, cfg: RunConfig, rng: random.Random, disks: dict[int, Path],
 
 
 def report(results: list[RunResult]) -> str:
-    lines = ["| run | faults | injected | acknowledged | failed/unknown | polled | final records | anomalies |",
-             "|---:|---|---:|---:|---:|---:|---:|---|"]
+    lines = [
+        "| run | faults | injected | acknowledged | failed/unknown | polled | final records | anomalies |",
+        "|---:|---|---:|---:|---:|---:|---:|---|",
+    ]
     for i, r in enumerate(results, 1):
         bad = {k: len(v) for k, v in r.anomalies.items() if v}
         if r.divergent_replicas:
             bad["replica-divergence"] = len(r.divergent_replicas)
-        lines.append(f"| {i} | {','.join(r.config.faults)} | {len(r.faults)} | {r.counts['acknowledged']} | "
-                     f"{r.counts['failed']}/{r.counts['unknown']} | {r.counts['polled']} | {r.counts['final_records']} | "
-                     f"{bad or 'none'} |")
+        lines.append(
+            f"| {i} | {','.join(r.config.faults)} | {len(r.faults)} | {r.counts['acknowledged']} | "
+            f"{r.counts['failed']}/{r.counts['unknown']} | {r.counts['polled']} | {r.counts['final_records']} | "
+            f"{bad or 'none'} |"
+        )
     return "\n".join(lines)
 
 
@@ -545,14 +602,28 @@ def main(argv: list[str] | None = None) -> int:
         if not args.dir and r.ok:
             shutil.rmtree(base / f"run{i + 1}", ignore_errors=True)
         results.append(r)
-        log(f"run {i + 1}: {len(r.faults)} fault(s), counts {r.counts}, divergent {r.divergent_replicas}, "
-            f"notes {r.notes}")
+        log(
+            f"run {i + 1}: {len(r.faults)} fault(s), counts {r.counts}, divergent {r.divergent_replicas}, "
+            f"notes {r.notes}"
+        )
     print(report(results))
     if args.json:
-        Path(args.json).write_text(json.dumps([{
-            "config": dataclasses.asdict(r.config), "faults": r.faults, "counts": r.counts,
-            "anomalies": {k: [repr(x) for x in v[:20]] for k, v in r.anomalies.items()},
-            "divergent_replicas": r.divergent_replicas, "notes": r.notes} for r in results], indent=1))
+        Path(args.json).write_text(
+            json.dumps(
+                [
+                    {
+                        "config": dataclasses.asdict(r.config),
+                        "faults": r.faults,
+                        "counts": r.counts,
+                        "anomalies": {k: [repr(x) for x in v[:20]] for k, v in r.anomalies.items()},
+                        "divergent_replicas": r.divergent_replicas,
+                        "notes": r.notes,
+                    }
+                    for r in results
+                ],
+                indent=1,
+            )
+        )
     return 0 if all(r.ok for r in results) else 1
 
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
 
 
 def emit(**event) -> None:
@@ -22,14 +21,21 @@ def run_confluent(a) -> None:
     from confluent_kafka import Consumer, KafkaException
 
     conf = {
-        "bootstrap.servers": a.bootstrap, "group.id": a.group, "auto.offset.reset": "earliest",
+        "bootstrap.servers": a.bootstrap,
+        "group.id": a.group,
+        "auto.offset.reset": "earliest",
         "enable.auto.commit": False,
     }
     if a.protocol == "consumer":  # KIP-848: the broker assigns; session and heartbeat are broker-side
         conf["group.protocol"] = "consumer"
     else:
-        conf.update({"session.timeout.ms": a.session_ms, "heartbeat.interval.ms": 500,
-                     "partition.assignment.strategy": a.strategy or "range,roundrobin"})
+        conf.update(
+            {
+                "session.timeout.ms": a.session_ms,
+                "heartbeat.interval.ms": 500,
+                "partition.assignment.strategy": a.strategy or "range,roundrobin",
+            }
+        )
     if a.instance:
         conf["group.instance.id"] = a.instance
     c = Consumer(conf)
@@ -71,10 +77,16 @@ def run_kafka_python(a) -> None:
 
     from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
 
-    c = KafkaConsumer(bootstrap_servers=a.bootstrap, group_id=a.group, auto_offset_reset="earliest",
-                      enable_auto_commit=False, session_timeout_ms=a.session_ms, heartbeat_interval_ms=500,
-                      partition_assignment_strategy=[RoundRobinPartitionAssignor],
-                      group_instance_id=a.instance)
+    c = KafkaConsumer(
+        bootstrap_servers=a.bootstrap,
+        group_id=a.group,
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+        session_timeout_ms=a.session_ms,
+        heartbeat_interval_ms=500,
+        partition_assignment_strategy=[RoundRobinPartitionAssignor],
+        group_instance_id=a.instance,
+    )
     c.subscribe([a.topic], listener=L())
     while True:
         batch = c.poll(timeout_ms=200)
@@ -101,9 +113,15 @@ def run_aiokafka(a) -> None:
             emit(assigned=sorted(p.partition for p in assigned))
 
     async def main():
-        c = AIOKafkaConsumer(bootstrap_servers=a.bootstrap, group_id=a.group, auto_offset_reset="earliest",
-                             enable_auto_commit=False, session_timeout_ms=a.session_ms, heartbeat_interval_ms=500,
-                             group_instance_id=a.instance)
+        c = AIOKafkaConsumer(
+            bootstrap_servers=a.bootstrap,
+            group_id=a.group,
+            auto_offset_reset="earliest",
+            enable_auto_commit=False,
+            session_timeout_ms=a.session_ms,
+            heartbeat_interval_ms=500,
+            group_instance_id=a.instance,
+        )
         await c.start()
         c.subscribe([a.topic], listener=L())
         while True:

@@ -19,8 +19,9 @@ import time
 import urllib.request
 from pathlib import Path
 
-from benches.peers.common import one_at_a_time
 from conftest import free_port, require_java
+
+from benches.peers.common import one_at_a_time
 
 HERE = Path(__file__).resolve().parent
 POM = HERE / "iceberg_rest" / "pom.xml"
@@ -37,12 +38,26 @@ def classpath() -> str:
     out = CACHE / f"iceberg-rest-{digest}.classpath"
     if not out.exists():
         tmp = out.with_suffix(".tmp")
-        res = subprocess.run(["mvn", "-B", "-q", "-s", str(SETTINGS), f"-Dmaven.repo.local={CACHE / 'm2'}",
-                              "-f", str(POM), "dependency:build-classpath", f"-Dmdep.outputFile={tmp}"],
-                             capture_output=True, text=True)
+        res = subprocess.run(
+            [
+                "mvn",
+                "-B",
+                "-q",
+                "-s",
+                str(SETTINGS),
+                f"-Dmaven.repo.local={CACHE / 'm2'}",
+                "-f",
+                str(POM),
+                "dependency:build-classpath",
+                f"-Dmdep.outputFile={tmp}",
+            ],
+            capture_output=True,
+            text=True,
+        )
         if res.returncode != 0:
-            raise RuntimeError(f"mvn could not resolve Iceberg's REST catalog server ({POM}): "
-                               f"{res.stdout[-2000:]}{res.stderr[-2000:]}")
+            raise RuntimeError(
+                f"mvn could not resolve Iceberg's REST catalog server ({POM}): {res.stdout[-2000:]}{res.stderr[-2000:]}"
+            )
         tmp.rename(out)
     return out.read_text().strip()
 
@@ -64,12 +79,17 @@ class RestCatalogServer:
     def start(self, timeout: float = 60) -> RestCatalogServer:
         cp = classpath()
         self.warehouse.mkdir(parents=True, exist_ok=True)
-        env = {**os.environ, "CATALOG_WAREHOUSE": self.warehouse.as_uri(),
-               "CATALOG_URI": f"jdbc:sqlite:{self.root / 'catalog.db'}", "CATALOG_REST_PORT": str(self.port)}
+        env = {
+            **os.environ,
+            "CATALOG_WAREHOUSE": self.warehouse.as_uri(),
+            "CATALOG_URI": f"jdbc:sqlite:{self.root / 'catalog.db'}",
+            "CATALOG_REST_PORT": str(self.port),
+        }
         self.log_path = self.root / "rest-catalog.log"
         log = open(self.log_path, "ab")
-        self.proc = subprocess.Popen(["java", "-cp", cp, MAIN], env=env, stdout=log, stderr=log,
-                                     stdin=subprocess.DEVNULL)
+        self.proc = subprocess.Popen(
+            ["java", "-cp", cp, MAIN], env=env, stdout=log, stderr=log, stdin=subprocess.DEVNULL
+        )
         log.close()
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -82,8 +102,9 @@ class RestCatalogServer:
             except OSError:
                 time.sleep(0.2)
         self.stop()
-        raise RuntimeError(f"Iceberg's REST catalog server did not answer on {self.uri}; log:\n"
-                           f"{self.log_path.read_text()[-3000:]}")
+        raise RuntimeError(
+            f"Iceberg's REST catalog server did not answer on {self.uri}; log:\n{self.log_path.read_text()[-3000:]}"
+        )
 
     def stop(self) -> None:
         if self.proc is not None:
@@ -126,18 +147,28 @@ class RecordingProxy:
 
             def _forward(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                headers = {k: v for k, v in self.headers.items()
-                           if k.lower() not in ("host", "content-length", "accept-encoding")}  # answers unzipped
-                req = urllib.request.Request(proxy.upstream + self.path, data=body or None, method=self.command,
-                                             headers=headers)
+                headers = {
+                    k: v
+                    for k, v in self.headers.items()
+                    if k.lower() not in ("host", "content-length", "accept-encoding")
+                }  # answers unzipped
+                req = urllib.request.Request(
+                    proxy.upstream + self.path, data=body or None, method=self.command, headers=headers
+                )
                 try:
                     with urllib.request.urlopen(req, timeout=30) as r:
                         status, answer, answer_headers = r.status, r.read(), r.headers
                 except urllib.error.HTTPError as e:
                     status, answer, answer_headers = e.code, e.read(), e.headers
-                proxy.requests.append({"method": self.command, "path": self.path,
-                                       "auth": self.headers.get("Authorization"), "body": body.decode(errors="replace"),
-                                       "answer": answer.decode(errors="replace")})
+                proxy.requests.append(
+                    {
+                        "method": self.command,
+                        "path": self.path,
+                        "auth": self.headers.get("Authorization"),
+                        "body": body.decode(errors="replace"),
+                        "answer": answer.decode(errors="replace"),
+                    }
+                )
                 self.send_response(status)
                 for k, v in answer_headers.items():
                     if k.lower() not in ("content-length", "transfer-encoding", "connection", "content-encoding"):

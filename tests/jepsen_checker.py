@@ -50,8 +50,15 @@ class History:
     final: dict[int, list[tuple[int, bytes]]] = dataclasses.field(default_factory=dict)
 
 
-CLASSES = ("lost-write", "duplicate", "inconsistent-offsets", "nonmonotonic-send", "nonmonotonic-poll", "poll-skip",
-           "phantom")
+CLASSES = (
+    "lost-write",
+    "duplicate",
+    "inconsistent-offsets",
+    "nonmonotonic-send",
+    "nonmonotonic-poll",
+    "poll-skip",
+    "phantom",
+)
 
 
 def check(h: History) -> dict[str, list]:
@@ -96,8 +103,9 @@ def check(h: History) -> dict[str, list]:
     for q in h.polls:
         polled_at[(q.partition, q.value)].add(q.offset)
     reported = {(p, v) for p, v, _ in out["duplicate"]}
-    out["duplicate"] += [(p, v, sorted(offs)) for (p, v), offs in polled_at.items()
-                         if len(offs) > 1 and (p, v) not in reported]
+    out["duplicate"] += [
+        (p, v, sorted(offs)) for (p, v), offs in polled_at.items() if len(offs) > 1 and (p, v) not in reported
+    ]
     out["phantom"] += [q for q in h.polls if q.value not in sent_values]
 
     # sends: per producer and partition, acknowledged offsets increase in send order
@@ -175,7 +183,9 @@ class Txn:
     outcome: str  # "committed", "aborted" or "unknown"
 
 
-def check_transactions(txns: list[Txn], polls: list[Poll], final: dict[int, list[tuple[int, bytes]]]) -> dict[str, list]:
+def check_transactions(
+    txns: list[Txn], polls: list[Poll], final: dict[int, list[tuple[int, bytes]]]
+) -> dict[str, list]:
     out: dict[str, list] = {c: [] for c in TXN_CLASSES}
     owner: dict[bytes, Txn] = {}
     for t in txns:

@@ -37,8 +37,14 @@ class SigningKey:
 
     def jwk(self) -> dict[str, str]:
         pub = self.private.public_key().public_numbers()
-        return {"kty": "RSA", "kid": self.kid, "use": "sig", "alg": "RS256", "n": b64url(_int_bytes(pub.n)),
-                "e": b64url(_int_bytes(pub.e))}
+        return {
+            "kty": "RSA",
+            "kid": self.kid,
+            "use": "sig",
+            "alg": "RS256",
+            "n": b64url(_int_bytes(pub.n)),
+            "e": b64url(_int_bytes(pub.e)),
+        }
 
     def sign(self, claims: dict[str, Any], header: dict[str, Any] | None = None) -> str:
         h = {"alg": "RS256", "typ": "JWT", "kid": self.kid, **(header or {})}
@@ -48,8 +54,14 @@ class SigningKey:
 
 
 class OidcProvider:
-    def __init__(self, clients: dict[str, str], issuer: str = "https://idp.test", audience: str = "kafka",
-                 lifetime_s: int = 3600, scope: str = "kafka") -> None:
+    def __init__(
+        self,
+        clients: dict[str, str],
+        issuer: str = "https://idp.test",
+        audience: str = "kafka",
+        lifetime_s: int = 3600,
+        scope: str = "kafka",
+    ) -> None:
         self.clients = clients  # client id -> secret; a token's sub is the client id
         self.issuer = issuer
         self.audience = audience
@@ -89,7 +101,9 @@ class OidcProvider:
                 if self.path != "/token":
                     self._send(404, {"error": "not_found"})
                     return
-                form = dict(urllib.parse.parse_qsl(self.rfile.read(int(self.headers.get("Content-Length", 0))).decode()))
+                form = dict(
+                    urllib.parse.parse_qsl(self.rfile.read(int(self.headers.get("Content-Length", 0))).decode())
+                )
                 client_id, secret = form.get("client_id"), form.get("client_secret")
                 auth = self.headers.get("Authorization", "")
                 if auth.startswith("Basic "):
@@ -131,13 +145,18 @@ class OidcProvider:
 
     def claims(self, sub: str, **over: Any) -> dict[str, Any]:
         now = int(time.time())
-        out = {"sub": sub, "iss": self.issuer, "aud": self.audience, "iat": now, "exp": now + self.lifetime_s,
-               "scope": self.scope}
+        out = {
+            "sub": sub,
+            "iss": self.issuer,
+            "aud": self.audience,
+            "iat": now,
+            "exp": now + self.lifetime_s,
+            "scope": self.scope,
+        }
         out.update(over)
         return {k: v for k, v in out.items() if v is not None}
 
-    def token(self, sub: str, key: SigningKey | None = None, header: dict[str, Any] | None = None,
-              **over: Any) -> str:
+    def token(self, sub: str, key: SigningKey | None = None, header: dict[str, Any] | None = None, **over: Any) -> str:
         """A signed token for `sub` with the current key; `over` replaces claims (None drops one)."""
         with self._lock:
             k = key or self.keys[-1]

@@ -50,6 +50,7 @@ def _compat(name: str):
         import importlib
 
         return str(importlib.import_module(f"tests.compat.{name}").prepare(True))
+
     return make
 
 

@@ -58,7 +58,7 @@ class RawClient:
             return self.sock.recv(1) == b""
         except (ConnectionResetError, BrokenPipeError):
             return True
-        except socket.timeout:
+        except TimeoutError:
             return False
 
     def request(self, api_key: int, version: int, body, raw_body: bytes | None = None):

@@ -9,28 +9,45 @@ from __future__ import annotations
 from pathlib import Path
 
 from confluent_kafka import Consumer, Producer, TopicPartition
-
 from conftest import wait_until
-from logbroker import _core
-from logbroker.protocol import REQUESTS
 from rawclient import RawClient
 
-FAST = {"broker.session.timeout.ms": 3000, "broker.heartbeat.interval.ms": 300, "replica.lag.time.max.ms": 3000,
-        "replica.fetch.wait.max.ms": 200}
+from logbroker import _core
+from logbroker.protocol import REQUESTS
+
+FAST = {
+    "broker.session.timeout.ms": 3000,
+    "broker.heartbeat.interval.ms": 300,
+    "replica.lag.time.max.ms": 3000,
+    "replica.fetch.wait.max.ms": 200,
+}
 
 
 def layout(node) -> dict[tuple[str, int], tuple[int, int, list[int], list[int]]]:
     with RawClient(node.bootstrap_servers) as c:
         r = c.request(3, 12, REQUESTS[3](topics=None, allow_auto_topic_creation=False))
-    return {(t.name, p.partition_index): (p.leader_id, p.leader_epoch, list(p.replica_nodes), list(p.isr_nodes))
-            for t in r.topics for p in t.partitions}
+    return {
+        (t.name, p.partition_index): (p.leader_id, p.leader_epoch, list(p.replica_nodes), list(p.isr_nodes))
+        for t in r.topics
+        for p in t.partitions
+    }
 
 
 def create(node, name: str, partitions: int, rf: int, configs: dict[str, str] | None = None) -> None:
     C = REQUESTS[19]
-    req = C(topics=[C.CreatableTopic(name=name, num_partitions=partitions, replication_factor=rf, assignments=[],
-                                     configs=[C.CreatableTopicConfig(name=k, value=v) for k, v in (configs or {}).items()])],
-            timeout_ms=10000, validate_only=False)
+    req = C(
+        topics=[
+            C.CreatableTopic(
+                name=name,
+                num_partitions=partitions,
+                replication_factor=rf,
+                assignments=[],
+                configs=[C.CreatableTopicConfig(name=k, value=v) for k, v in (configs or {}).items()],
+            )
+        ],
+        timeout_ms=10000,
+        validate_only=False,
+    )
     with RawClient(node.bootstrap_servers) as c:
         assert c.request(19, 5, req).topics[0].error_code == 0
 
@@ -39,6 +56,7 @@ def full_isr(cluster, topic: str, n: int) -> dict:
     def check():
         parts = {k: v for k, v in layout(cluster.nodes[0]).items() if k[0] == topic}
         return parts if len(parts) == n and all(sorted(v[3]) == sorted(v[2]) for v in parts.values()) else None
+
     return wait_until(check, timeout=30, what=f"every replica of {topic} in the ISR")
 
 
@@ -72,10 +90,19 @@ def stored(data_dir: Path, topic: str, partition: int) -> tuple[list[tuple[int, 
 
 def assign(node, name: str, replicas: list[int], configs: dict[str, str] | None = None) -> None:
     C = REQUESTS[19]
-    req = C(topics=[C.CreatableTopic(name=name, num_partitions=-1, replication_factor=-1,
-                                     assignments=[C.CreatableReplicaAssignment(partition_index=0, broker_ids=replicas)],
-                                     configs=[C.CreatableTopicConfig(name=k, value=v) for k, v in (configs or {}).items()])],
-            timeout_ms=10000, validate_only=False)
+    req = C(
+        topics=[
+            C.CreatableTopic(
+                name=name,
+                num_partitions=-1,
+                replication_factor=-1,
+                assignments=[C.CreatableReplicaAssignment(partition_index=0, broker_ids=replicas)],
+                configs=[C.CreatableTopicConfig(name=k, value=v) for k, v in (configs or {}).items()],
+            )
+        ],
+        timeout_ms=10000,
+        validate_only=False,
+    )
     with RawClient(node.bootstrap_servers) as c:
         r = c.request(19, 5, req).topics[0]
         assert r.error_code == 0, (r.error_code, r.error_message)

@@ -14,7 +14,7 @@ DOC = Path(__file__).resolve().parents[1] / "docs" / "client.md"
 
 def example_source() -> str:
     text = DOC.read_text()
-    section = text[text.index("### In a FastAPI service"):]
+    section = text[text.index("### In a FastAPI service") :]
     m = re.search(r"```python\n(.*?)```", section, re.S)
     assert m, "docs/client.md lost its FastAPI example"
     return m.group(1)

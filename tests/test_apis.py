@@ -7,13 +7,12 @@ from __future__ import annotations
 import threading
 import time
 
-import pytest
+from rawclient import RawClient
+from test_bad_input import create_topic, produce_request
 
 from logbroker import Broker, _core
 from logbroker.broker.handlers import HANDLERS
 from logbroker.protocol import REQUESTS, ErrorCode
-from rawclient import RawClient
-from test_bad_input import create_topic, produce_request
 
 Fetch = REQUESTS[1]
 ListOffsets = REQUESTS[2]
@@ -35,20 +34,59 @@ def produce(c: RawClient, topic: str, records: bytes, partition: int = 0, versio
     return c.request(0, version, produce_request(topic, partition, records)).responses[0].partition_responses[0]
 
 
-def fetch(c: RawClient, topic: str, offset: int, *, partition: int = 0, max_wait_ms: int = 0, min_bytes: int = 0,
-          max_bytes: int = 50 << 20, partition_max_bytes: int = 1 << 20, version: int = 11):
-    req = Fetch(replica_id=-1, max_wait_ms=max_wait_ms, min_bytes=min_bytes, max_bytes=max_bytes, isolation_level=0,
-                session_id=0, session_epoch=-1,
-                topics=[Fetch.FetchTopic(topic=topic, partitions=[Fetch.FetchPartition(
-                    partition=partition, current_leader_epoch=-1, fetch_offset=offset, log_start_offset=-1,
-                    partition_max_bytes=partition_max_bytes)])],
-                forgotten_topics_data=[], rack_id="")
+def fetch(
+    c: RawClient,
+    topic: str,
+    offset: int,
+    *,
+    partition: int = 0,
+    max_wait_ms: int = 0,
+    min_bytes: int = 0,
+    max_bytes: int = 50 << 20,
+    partition_max_bytes: int = 1 << 20,
+    version: int = 11,
+):
+    req = Fetch(
+        replica_id=-1,
+        max_wait_ms=max_wait_ms,
+        min_bytes=min_bytes,
+        max_bytes=max_bytes,
+        isolation_level=0,
+        session_id=0,
+        session_epoch=-1,
+        topics=[
+            Fetch.FetchTopic(
+                topic=topic,
+                partitions=[
+                    Fetch.FetchPartition(
+                        partition=partition,
+                        current_leader_epoch=-1,
+                        fetch_offset=offset,
+                        log_start_offset=-1,
+                        partition_max_bytes=partition_max_bytes,
+                    )
+                ],
+            )
+        ],
+        forgotten_topics_data=[],
+        rack_id="",
+    )
     return c.request(1, version, req).responses[0].partitions[0]
 
 
 def list_offset(c: RawClient, topic: str, timestamp: int, version: int = 7):
-    req = ListOffsets(replica_id=-1, isolation_level=0, topics=[ListOffsets.ListOffsetsTopic(
-        name=topic, partitions=[ListOffsets.ListOffsetsPartition(partition_index=0, current_leader_epoch=-1, timestamp=timestamp)])])
+    req = ListOffsets(
+        replica_id=-1,
+        isolation_level=0,
+        topics=[
+            ListOffsets.ListOffsetsTopic(
+                name=topic,
+                partitions=[
+                    ListOffsets.ListOffsetsPartition(partition_index=0, current_leader_epoch=-1, timestamp=timestamp)
+                ],
+            )
+        ],
+    )
     return c.request(2, version, req).topics[0].partitions[0]
 
 
@@ -86,13 +124,19 @@ def test_idempotent_retry_is_not_written_twice_and_gap_is_refused(broker):
         r = produce(c, "idem", nxt)
         assert (r.error_code, r.base_offset) == (0, 3)
         # a fenced (older) epoch after a bump is refused
-        bumped = c.request(22, 4, InitProducerId(transactional_id=None, transaction_timeout_ms=60000, producer_id=pid, producer_epoch=epoch))
+        bumped = c.request(
+            22,
+            4,
+            InitProducerId(transactional_id=None, transaction_timeout_ms=60000, producer_id=pid, producer_epoch=epoch),
+        )
         assert (bumped.producer_id, bumped.producer_epoch) == (pid, epoch + 1)
         r = produce(c, "idem", batch([b"n"], producer_id=pid, producer_epoch=epoch + 1, base_sequence=0))
         assert r.error_code == 0
         r = produce(c, "idem", batch([b"old"], producer_id=pid, producer_epoch=epoch, base_sequence=4))
         assert r.error_code == ErrorCode.INVALID_PRODUCER_EPOCH
-        dp = c.request(61, 0, DescribeProducers(topics=[DescribeProducers.TopicRequest(name="idem", partition_indexes=[0])]))
+        dp = c.request(
+            61, 0, DescribeProducers(topics=[DescribeProducers.TopicRequest(name="idem", partition_indexes=[0])])
+        )
         states = dp.topics[0].partitions[0].active_producers
         assert [(s.producer_id, s.producer_epoch, s.last_sequence) for s in states] == [(pid, epoch + 1, 0)]
 
@@ -148,8 +192,18 @@ def test_list_offsets_by_time_and_delete_records(broker):
         r = list_offset(c, "times", -3)
         assert (r.offset, r.timestamp) == (9, 1_004_001)
         assert list_offset(c, "times", -1, version=1).offset == 10
-        dr = c.request(21, 1, DeleteRecords(topics=[DeleteRecords.DeleteRecordsTopic(
-            name="times", partitions=[DeleteRecords.DeleteRecordsPartition(partition_index=0, offset=6)])], timeout_ms=5000))
+        dr = c.request(
+            21,
+            1,
+            DeleteRecords(
+                topics=[
+                    DeleteRecords.DeleteRecordsTopic(
+                        name="times", partitions=[DeleteRecords.DeleteRecordsPartition(partition_index=0, offset=6)]
+                    )
+                ],
+                timeout_ms=5000,
+            ),
+        )
         res = dr.topics[0].partitions[0]
         assert (res.error_code, res.low_watermark) == (0, 6)
         assert list_offset(c, "times", -2).offset == 6
@@ -159,48 +213,107 @@ def test_list_offsets_by_time_and_delete_records(broker):
 def test_configs_describe_alter(broker):
     with RawClient(broker.bootstrap_servers) as c:
         assert create_topic(c, "cfg") == 0
-        alter = IncrementalAlterConfigs(resources=[IncrementalAlterConfigs.AlterConfigsResource(
-            resource_type=2, resource_name="cfg",
-            configs=[IncrementalAlterConfigs.AlterableConfig(name="retention.ms", config_operation=0, value="12345")])],
-            validate_only=False)
+        alter = IncrementalAlterConfigs(
+            resources=[
+                IncrementalAlterConfigs.AlterConfigsResource(
+                    resource_type=2,
+                    resource_name="cfg",
+                    configs=[
+                        IncrementalAlterConfigs.AlterableConfig(name="retention.ms", config_operation=0, value="12345")
+                    ],
+                )
+            ],
+            validate_only=False,
+        )
         assert c.request(44, 1, alter).responses[0].error_code == 0
-        bad = IncrementalAlterConfigs(resources=[IncrementalAlterConfigs.AlterConfigsResource(
-            resource_type=2, resource_name="cfg",
-            configs=[IncrementalAlterConfigs.AlterableConfig(name="retention.ms", config_operation=0, value="soon")])],
-            validate_only=False)
+        bad = IncrementalAlterConfigs(
+            resources=[
+                IncrementalAlterConfigs.AlterConfigsResource(
+                    resource_type=2,
+                    resource_name="cfg",
+                    configs=[
+                        IncrementalAlterConfigs.AlterableConfig(name="retention.ms", config_operation=0, value="soon")
+                    ],
+                )
+            ],
+            validate_only=False,
+        )
         r = c.request(44, 1, bad).responses[0]
         assert r.error_code == ErrorCode.INVALID_CONFIG and "soon" in r.error_message
-        desc = c.request(32, 4, DescribeConfigs(resources=[DescribeConfigs.DescribeConfigsResource(
-            resource_type=2, resource_name="cfg", configuration_keys=None)], include_synonyms=True, include_documentation=True))
+        desc = c.request(
+            32,
+            4,
+            DescribeConfigs(
+                resources=[
+                    DescribeConfigs.DescribeConfigsResource(
+                        resource_type=2, resource_name="cfg", configuration_keys=None
+                    )
+                ],
+                include_synonyms=True,
+                include_documentation=True,
+            ),
+        )
         configs = {e.name: e for e in desc.results[0].configs}
         assert configs["retention.ms"].value == "12345" and configs["retention.ms"].config_source == 1
         assert configs["segment.bytes"].config_source == 5
-        desc = c.request(32, 1, DescribeConfigs(resources=[DescribeConfigs.DescribeConfigsResource(
-            resource_type=4, resource_name=str(broker.server.node_id), configuration_keys=["log.segment.bytes"])]))
+        desc = c.request(
+            32,
+            1,
+            DescribeConfigs(
+                resources=[
+                    DescribeConfigs.DescribeConfigsResource(
+                        resource_type=4,
+                        resource_name=str(broker.server.node_id),
+                        configuration_keys=["log.segment.bytes"],
+                    )
+                ]
+            ),
+        )
         assert [(e.name, e.value) for e in desc.results[0].configs] == [("log.segment.bytes", "1073741824")]
 
         # deleting what is not set changes nothing (Kafka's rule; kafka-reassign-partitions
         # --verify clears throttles this way); setting a static broker key is refused
         def incremental(resource_type: int, name: str, key: str, op: int, value: str | None = None):
-            req = IncrementalAlterConfigs(resources=[IncrementalAlterConfigs.AlterConfigsResource(
-                resource_type=resource_type, resource_name=name,
-                configs=[IncrementalAlterConfigs.AlterableConfig(name=key, config_operation=op, value=value)])],
-                validate_only=False)
+            req = IncrementalAlterConfigs(
+                resources=[
+                    IncrementalAlterConfigs.AlterConfigsResource(
+                        resource_type=resource_type,
+                        resource_name=name,
+                        configs=[IncrementalAlterConfigs.AlterableConfig(name=key, config_operation=op, value=value)],
+                    )
+                ],
+                validate_only=False,
+            )
             return c.request(44, 1, req).responses[0]
+
         node = str(broker.server.node_id)
         assert incremental(4, node, "leader.replication.throttled.rate", 1).error_code == 0
         assert incremental(2, "cfg", "leader.replication.throttled.replicas", 1).error_code == 0
-        assert incremental(2, "nope", "leader.replication.throttled.replicas", 1).error_code == \
-            ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        assert (
+            incremental(2, "nope", "leader.replication.throttled.replicas", 1).error_code
+            == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        )
         r = incremental(4, node, "num.partitions", 0, "3")
         assert r.error_code == ErrorCode.INVALID_CONFIG and "static" in r.error_message
-        assert incremental(4, node, "log.retention.ms", 0, "1000").error_code == 0  # dynamic (test_dynamic_broker_configs)
+        assert (
+            incremental(4, node, "log.retention.ms", 0, "1000").error_code == 0
+        )  # dynamic (test_dynamic_broker_configs)
         assert incremental(4, node, "log.retention.ms", 1).error_code == 0
         r = incremental(2, "cfg", "leader.replication.throttled.replicas", 0, "*")
         assert r.error_code == ErrorCode.INVALID_CONFIG, "a key logbroker does not have cannot be set"
-        desc = c.request(32, 4, DescribeConfigs(resources=[DescribeConfigs.DescribeConfigsResource(
-            resource_type=2, resource_name="cfg", configuration_keys=None)], include_synonyms=False,
-            include_documentation=False))
+        desc = c.request(
+            32,
+            4,
+            DescribeConfigs(
+                resources=[
+                    DescribeConfigs.DescribeConfigsResource(
+                        resource_type=2, resource_name="cfg", configuration_keys=None
+                    )
+                ],
+                include_synonyms=False,
+                include_documentation=False,
+            ),
+        )
         assert {e.name: e.value for e in desc.results[0].configs}["retention.ms"] == "12345", "nothing else changed"
 
 
@@ -211,8 +324,19 @@ def test_describe_cluster_and_offset_for_leader_epoch(broker):
         assert [(b.broker_id, b.port) for b in dc.brokers] == [(broker.server.node_id, broker.port)]
         assert create_topic(c, "epochs") == 0
         assert produce(c, "epochs", batch([b"1", b"2"])).error_code == 0
-        req = OffsetForLeaderEpoch(replica_id=-1, topics=[OffsetForLeaderEpoch.OffsetForLeaderTopic(
-            topic="epochs", partitions=[OffsetForLeaderEpoch.OffsetForLeaderPartition(partition=0, current_leader_epoch=-1, leader_epoch=0)])])
+        req = OffsetForLeaderEpoch(
+            replica_id=-1,
+            topics=[
+                OffsetForLeaderEpoch.OffsetForLeaderTopic(
+                    topic="epochs",
+                    partitions=[
+                        OffsetForLeaderEpoch.OffsetForLeaderPartition(
+                            partition=0, current_leader_epoch=-1, leader_epoch=0
+                        )
+                    ],
+                )
+            ],
+        )
         r = c.request(23, 4, req).topics[0].partitions[0]
         assert (r.error_code, r.leader_epoch, r.end_offset) == (0, 0, 2)
 
@@ -220,11 +344,22 @@ def test_describe_cluster_and_offset_for_leader_epoch(broker):
 def test_retention_and_roll_run_in_the_broker(tmp_path):
     with Broker(data_dir=tmp_path / "d", log_retention_check_interval_ms=100, log_flush_scheduler_interval_ms=100) as b:
         with RawClient(b.bootstrap_servers) as c:
-            req = REQUESTS[19](topics=[REQUESTS[19].CreatableTopic(
-                name="ret", num_partitions=1, replication_factor=1, assignments=[],
-                configs=[REQUESTS[19].CreatableTopicConfig(name="segment.bytes", value="2000"),
-                         REQUESTS[19].CreatableTopicConfig(name="retention.bytes", value="5000")])],
-                timeout_ms=5000, validate_only=False)
+            req = REQUESTS[19](
+                topics=[
+                    REQUESTS[19].CreatableTopic(
+                        name="ret",
+                        num_partitions=1,
+                        replication_factor=1,
+                        assignments=[],
+                        configs=[
+                            REQUESTS[19].CreatableTopicConfig(name="segment.bytes", value="2000"),
+                            REQUESTS[19].CreatableTopicConfig(name="retention.bytes", value="5000"),
+                        ],
+                    )
+                ],
+                timeout_ms=5000,
+                validate_only=False,
+            )
             assert c.request(19, 5, req).topics[0].error_code == 0
             for _ in range(20):
                 assert produce(c, "ret", batch([b"z" * 900])).error_code == 0
@@ -271,12 +406,22 @@ def test_describe_log_dirs(broker):
         d = everything.results[0]
         assert d.error_code == 0 and d.log_dir == str(broker.server.config.data_dir.resolve())
         assert 0 < d.usable_bytes <= d.total_bytes
-        sizes = {(t.name, p.partition_index): (p.partition_size, p.offset_lag, p.is_future_key)
-                 for t in d.topics for p in t.partitions}
+        sizes = {
+            (t.name, p.partition_index): (p.partition_size, p.offset_lag, p.is_future_key)
+            for t in d.topics
+            for p in t.partitions
+        }
         size, lag, future = sizes[("dirs", 0)]
         assert size > 200 and lag == 0 and future is False
         # named partitions only; unknown ones are left out; v1 has no volume sizes
-        some = c.request(35, 1, DescribeLogDirs(topics=[
-            DescribeLogDirs.DescribableLogDirTopic(topic="dirs", partitions=[0, 5]),
-            DescribeLogDirs.DescribableLogDirTopic(topic="nope", partitions=[0])]))
+        some = c.request(
+            35,
+            1,
+            DescribeLogDirs(
+                topics=[
+                    DescribeLogDirs.DescribableLogDirTopic(topic="dirs", partitions=[0, 5]),
+                    DescribeLogDirs.DescribableLogDirTopic(topic="nope", partitions=[0]),
+                ]
+            ),
+        )
         assert [(t.name, [p.partition_index for p in t.partitions]) for t in some.results[0].topics] == [("dirs", [0])]

@@ -112,11 +112,21 @@ def test_retention_archives_then_deletes(tmp_path: Path) -> None:
                 assert not list(Path(f.path).parent.glob("*.tmp"))
         # Plain pyarrow reads the topic directory; the schema is Spark's Kafka schema.
         table = pq.read_table(str(tmp_path / "d" / "__archive" / "arch"))
-        assert table.schema.names == ["key", "value", "topic", "partition", "offset", "timestamp", "timestampType",
-                                      "headers"]
+        assert table.schema.names == [
+            "key",
+            "value",
+            "topic",
+            "partition",
+            "offset",
+            "timestamp",
+            "timestampType",
+            "headers",
+        ]
         assert table.num_rows == len(rows)
         # What is above the log start is still readable from the broker: nothing lost.
-        with logbroker.Consumer(b.bootstrap_servers, auto_offset_reset="earliest", isolation_level="read_committed") as c:
+        with logbroker.Consumer(
+            b.bootstrap_servers, auto_offset_reset="earliest", isolation_level="read_committed"
+        ) as c:
             c.assign([logbroker.TopicPartition("arch", p) for p in (0, 1)])
             seen: dict[tuple[int, int], bytes] = {}
             end = {p: max(o for (q, o) in model if q == p) for p in (0, 1)}
@@ -165,8 +175,9 @@ def test_unwritable_archive_keeps_segments(tmp_path: Path) -> None:
     retention deletes nothing, and once the location is writable archiving catches up."""
     blocked = tmp_path / "blocked"
     blocked.write_text("a file where the archive directory should be")
-    with logbroker.Broker(data_dir=tmp_path / "d", log_retention_check_interval_ms=200,
-                          config={"archive.location": str(blocked / "sub")}) as b:
+    with logbroker.Broker(
+        data_dir=tmp_path / "d", log_retention_check_interval_ms=200, config={"archive.location": str(blocked / "sub")}
+    ) as b:
         with Admin(b.bootstrap_servers) as admin:
             admin.create_topics([NewTopic("stuck", 1, 1, dict(SMALL))])
         model = produce_model(b.bootstrap_servers, "stuck", 1, 150)
@@ -184,8 +195,9 @@ def test_unwritable_archive_keeps_segments(tmp_path: Path) -> None:
 
 
 def archive_cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "logbroker", "archive", *args], capture_output=True, text=True,
-                          timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "logbroker", "archive", *args], capture_output=True, text=True, timeout=60
+    )
 
 
 def test_archive_cli_list_and_read(tmp_path: Path) -> None:
@@ -200,15 +212,17 @@ def test_archive_cli_list_and_read(tmp_path: Path) -> None:
     listed = archive_cli("list", "--location", location, "--json")
     assert listed.returncode == 0, listed.stderr
     rows = [json.loads(line) for line in listed.stdout.splitlines()]
-    assert [(r["topic"], r["partition"], r["first_offset"], r["last_offset"]) for r in rows] == \
-        [("cli", 0, f.first_offset, f.last_offset) for f in files]
+    assert [(r["topic"], r["partition"], r["first_offset"], r["last_offset"]) for r in rows] == [
+        ("cli", 0, f.first_offset, f.last_offset) for f in files
+    ]
     archived = sum(r["records"] for r in rows)
     assert archived == files[-1].last_offset + 1  # no gaps: plain records only
     table = archive_cli("list", "--location", location, "--topic", "cli")
     assert table.returncode == 0 and "cli" in table.stdout and f"{archived} record(s)" in table.stderr
     # read: JSON lines, from an offset, bounded
-    out = archive_cli("read", "--location", location, "--topic", "cli", "--offset", "5", "--max-records", "7",
-                      "--format", "json")
+    out = archive_cli(
+        "read", "--location", location, "--topic", "cli", "--offset", "5", "--max-records", "7", "--format", "json"
+    )
     assert out.returncode == 0, out.stderr
     got = [json.loads(line) for line in out.stdout.splitlines()]
     assert [g["offset"] for g in got] == list(range(5, 12))
@@ -223,8 +237,17 @@ def test_archive_cli_list_and_read(tmp_path: Path) -> None:
     # bad arguments and an unreadable location: clean errors, exit codes 2 and 1
     bad = archive_cli("list", "--location", location, "--set", "archive.s3.bogus=1")
     assert bad.returncode == 2 and "not an archive key" in bad.stderr
-    broken = archive_cli("list", "--location", "s3://nobucket/x", "--set", "archive.s3.endpoint=http://127.0.0.1:1",
-                         "--set", "archive.s3.access.key.id=a", "--set", "archive.s3.secret.access.key=b")
+    broken = archive_cli(
+        "list",
+        "--location",
+        "s3://nobucket/x",
+        "--set",
+        "archive.s3.endpoint=http://127.0.0.1:1",
+        "--set",
+        "archive.s3.access.key.id=a",
+        "--set",
+        "archive.s3.secret.access.key=b",
+    )
     assert broken.returncode == 1 and "s3://nobucket/x" in broken.stderr, broken.stderr
     assert "Traceback" not in broken.stderr
 
@@ -239,10 +262,20 @@ def s3_server():
     server.start()
     host, port = server.get_host_and_port()
     endpoint = f"http://{host}:{port}"
-    fs.S3FileSystem(endpoint_override=f"{host}:{port}", scheme="http", access_key="test", secret_key="test",
-                    region="us-east-1", allow_bucket_creation=True).create_dir("archive")
-    yield {"archive.s3.endpoint": endpoint, "archive.s3.access.key.id": "test",
-           "archive.s3.secret.access.key": "test", "archive.s3.region": "us-east-1"}
+    fs.S3FileSystem(
+        endpoint_override=f"{host}:{port}",
+        scheme="http",
+        access_key="test",
+        secret_key="test",
+        region="us-east-1",
+        allow_bucket_creation=True,
+    ).create_dir("archive")
+    yield {
+        "archive.s3.endpoint": endpoint,
+        "archive.s3.access.key.id": "test",
+        "archive.s3.secret.access.key": "test",
+        "archive.s3.region": "us-east-1",
+    }
     server.stop()
 
 
@@ -316,17 +349,25 @@ def test_read_range_reads_overlapping_files_once(tmp_path: Path) -> None:
 
     def write(first: int, last: int) -> None:
         n = last - first + 1
-        table = pa.table({"key": [None] * n, "value": [b"v%d" % o for o in range(first, last + 1)],
-                          "topic": ["t"] * n, "partition": pa.array([0] * n, pa.int32()),
-                          "offset": list(range(first, last + 1)),
-                          "timestamp": pa.array([0] * n, pa.timestamp("us", tz="UTC")),
-                          "timestampType": pa.array([0] * n, pa.int32()), "headers": [[]] * n}, schema=schema)
+        table = pa.table(
+            {
+                "key": [None] * n,
+                "value": [b"v%d" % o for o in range(first, last + 1)],
+                "topic": ["t"] * n,
+                "partition": pa.array([0] * n, pa.int32()),
+                "offset": list(range(first, last + 1)),
+                "timestamp": pa.array([0] * n, pa.timestamp("us", tz="UTC")),
+                "timestampType": pa.array([0] * n, pa.int32()),
+                "headers": [[]] * n,
+            },
+            schema=schema,
+        )
         d = tmp_path / "t" / "0"
         d.mkdir(parents=True, exist_ok=True)
         pq.write_table(table, d / file_name(first, last, tid))
 
     write(0, 99)
-    write(0, 119)   # the new leader's first segment ended later
+    write(0, 119)  # the new leader's first segment ended later
     write(120, 149)
     store = ArchiveStore(str(tmp_path))
     offsets = [r["offset"] for r in store.records(store.read_range("t", 0, 0, 1000, tid))]

@@ -4,14 +4,13 @@ a change to stored data."""
 from __future__ import annotations
 
 import struct
-
-import pytest
-
-from logbroker.protocol import REQUESTS, ErrorCode
-from rawclient import RawClient, request_header
-
 import sys
 from pathlib import Path
+
+import pytest
+from rawclient import RawClient, request_header
+
+from logbroker.protocol import REQUESTS, ErrorCode
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benches"))
 from batches import build_batch  # noqa: E402
@@ -24,15 +23,27 @@ CreateTopics = REQUESTS[19]
 
 def produce_request(topic: str, partition: int, records: bytes, acks: int = 1):
     return Produce(
-        transactional_id=None, acks=acks, timeout_ms=5000,
-        topic_data=[Produce.TopicProduceData(name=topic, partition_data=[
-            Produce.PartitionProduceData(index=partition, records=records)])],
+        transactional_id=None,
+        acks=acks,
+        timeout_ms=5000,
+        topic_data=[
+            Produce.TopicProduceData(
+                name=topic, partition_data=[Produce.PartitionProduceData(index=partition, records=records)]
+            )
+        ],
     )
 
 
 def create_topic(client: RawClient, name: str, partitions: int = 1) -> int:
-    req = CreateTopics(topics=[CreateTopics.CreatableTopic(name=name, num_partitions=partitions, replication_factor=1,
-                                                           assignments=[], configs=[])], timeout_ms=5000, validate_only=False)
+    req = CreateTopics(
+        topics=[
+            CreateTopics.CreatableTopic(
+                name=name, num_partitions=partitions, replication_factor=1, assignments=[], configs=[]
+            )
+        ],
+        timeout_ms=5000,
+        validate_only=False,
+    )
     return client.request(19, 5, req).topics[0].error_code
 
 

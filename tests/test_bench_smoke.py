@@ -65,7 +65,9 @@ def test_three_node_clusters_start_and_replicate_one_workload(peer_name, tmp_pat
         for node in cluster.nodes:
             sizes = [f.stat().st_size for d in node.data_dir.glob("smoke3-*") for f in d.glob("*.log")]
             assert len([d for d in node.data_dir.glob("smoke3-*")]) == 3 and sum(sizes) >= 20_000 * 1024, (
-                node.node_id, sizes)
+                node.node_id,
+                sizes,
+            )
     finally:
         cluster.stop()
 

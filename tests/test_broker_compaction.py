@@ -13,8 +13,9 @@ from logbroker import Broker
 
 
 def read_all(bs: str, topic: str) -> list[tuple[int, bytes, bytes | None]]:
-    c = Consumer({"bootstrap.servers": bs, "group.id": "reader", "enable.auto.commit": False,
-                  "enable.partition.eof": True})
+    c = Consumer(
+        {"bootstrap.servers": bs, "group.id": "reader", "enable.auto.commit": False, "enable.partition.eof": True}
+    )
     c.assign([TopicPartition(topic, 0, 0)])
     out = []
     deadline = time.monotonic() + 20
@@ -35,9 +36,22 @@ def test_compacted_topic_keeps_newest_per_key(tmp_path):
     with Broker(data_dir=tmp_path / "d", log_cleaner_backoff_ms=200, log_flush_scheduler_interval_ms=100) as b:
         bs = b.bootstrap_servers
         admin = AdminClient({"bootstrap.servers": bs})
-        admin.create_topics([NewTopic("compacted", 1, 1, config={
-            "cleanup.policy": "compact", "segment.bytes": "16384", "segment.ms": "300",
-            "min.cleanable.dirty.ratio": "0.01", "delete.retention.ms": "0"})])["compacted"].result(10)
+        admin.create_topics(
+            [
+                NewTopic(
+                    "compacted",
+                    1,
+                    1,
+                    config={
+                        "cleanup.policy": "compact",
+                        "segment.bytes": "16384",
+                        "segment.ms": "300",
+                        "min.cleanable.dirty.ratio": "0.01",
+                        "delete.retention.ms": "0",
+                    },
+                )
+            ]
+        )["compacted"].result(10)
         p = Producer({"bootstrap.servers": bs, "linger.ms": 2, "batch.size": 4000})
         newest = {}
         for i in range(2000):
@@ -81,10 +95,19 @@ def test_keyless_records_are_named_in_record_errors(tmp_path):
         outcome: dict[int, int | None] = {}
         for i in range(30):
             key = None if i % 10 == 0 else f"key-{i}".encode()
-            p.produce("compacted", f"value-{i}".encode(), key=key, partition=0,
-                      on_delivery=lambda err, msg, i=i: outcome.__setitem__(i, err.code() if err else None))
+            p.produce(
+                "compacted",
+                f"value-{i}".encode(),
+                key=key,
+                partition=0,
+                on_delivery=lambda err, msg, i=i: outcome.__setitem__(i, err.code() if err else None),
+            )
         p.flush(15)
         assert len(outcome) == 30, outcome
         assert {i for i, c in outcome.items() if c == KafkaError.INVALID_RECORD} == {0, 10, 20}, outcome
-        assert {i for i, c in outcome.items() if c == KafkaError._INVALID_DIFFERENT_RECORD} == set(range(30)) - {0, 10, 20}
+        assert {i for i, c in outcome.items() if c == KafkaError._INVALID_DIFFERENT_RECORD} == set(range(30)) - {
+            0,
+            10,
+            20,
+        }
         assert b.server.replicas.get("compacted", 0).log.log_end_offset == 0

@@ -9,8 +9,11 @@ import pytest
 
 from logbroker.common.config import RACK_AWARE_SELECTOR, BrokerConfig, ConfigError, validate_topic_config
 
-CLUSTER = ["node.id=1", "controller.quorum.voters=1@127.0.0.1:9093,2@127.0.0.1:9095",
-           "listeners=PLAINTEXT://127.0.0.1:19092,CONTROLLER://127.0.0.1:19093"]
+CLUSTER = [
+    "node.id=1",
+    "controller.quorum.voters=1@127.0.0.1:9093,2@127.0.0.1:9095",
+    "listeners=PLAINTEXT://127.0.0.1:19092,CONTROLLER://127.0.0.1:19093",
+]
 
 
 def test_advertised_listeners_list_form():
@@ -24,7 +27,9 @@ def test_advertised_listeners_list_form():
 
 
 def test_advertised_controller_must_match_the_voters():
-    c = BrokerConfig.load(sets=CLUSTER + ["advertised.listeners=PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:7777"])
+    c = BrokerConfig.load(
+        sets=CLUSTER + ["advertised.listeners=PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:7777"]
+    )
     with pytest.raises(ConfigError, match="7777"):
         c.check_quorum()
     bound = BrokerConfig.load(sets=CLUSTER)  # no advertised entry: the bound port must match
@@ -40,12 +45,16 @@ def test_bad_advertised_listeners_are_refused(value):
 
 def test_replica_selector_and_unclean_election_keys():
     assert BrokerConfig.load().get_str("replica.selector.class") == ""
-    assert BrokerConfig.load(sets=[f"replica.selector.class={RACK_AWARE_SELECTOR}"]).get_str(
-        "replica.selector.class") == RACK_AWARE_SELECTOR
+    assert (
+        BrokerConfig.load(sets=[f"replica.selector.class={RACK_AWARE_SELECTOR}"]).get_str("replica.selector.class")
+        == RACK_AWARE_SELECTOR
+    )
     with pytest.raises(ConfigError, match="com.example.Mine"):
         BrokerConfig.load(sets=["replica.selector.class=com.example.Mine"])
     assert BrokerConfig.load().get_bool("unclean.leader.election.enable") is False
     assert BrokerConfig.load().topic_defaults()["unclean.leader.election.enable"] == "false"
-    assert validate_topic_config({"unclean.leader.election.enable": "TRUE"}) == {"unclean.leader.election.enable": "true"}
+    assert validate_topic_config({"unclean.leader.election.enable": "TRUE"}) == {
+        "unclean.leader.election.enable": "true"
+    }
     with pytest.raises(ConfigError, match="unclean.leader.election.enable"):
         validate_topic_config({"unclean.leader.election.enable": "maybe"})

@@ -8,7 +8,6 @@ import time
 from pathlib import Path
 
 from confluent_kafka.admin import AdminClient, NewTopic
-
 from conftest import check_partition_records, make_records
 from test_client_confluent_kafka import consume_all, produce
 
@@ -110,11 +109,26 @@ def test_bad_config_is_refused(tmp_path):
     import subprocess
     import sys
 
-    res = subprocess.run([sys.executable, "-m", "logbroker", "serve", "--data-dir", str(tmp_path / "d"),
-                          "--set", "log.segment.bytes=banana"], capture_output=True, timeout=30)
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "logbroker",
+            "serve",
+            "--data-dir",
+            str(tmp_path / "d"),
+            "--set",
+            "log.segment.bytes=banana",
+        ],
+        capture_output=True,
+        timeout=30,
+    )
     assert res.returncode == 2
     assert b"log.segment.bytes" in res.stderr and b"banana" in res.stderr
-    res = subprocess.run([sys.executable, "-m", "logbroker", "serve", "--data-dir", str(tmp_path / "d"),
-                          "--set", "no.such.key=1"], capture_output=True, timeout=30)
+    res = subprocess.run(
+        [sys.executable, "-m", "logbroker", "serve", "--data-dir", str(tmp_path / "d"), "--set", "no.such.key=1"],
+        capture_output=True,
+        timeout=30,
+    )
     assert res.returncode == 2 and b"no.such.key" in res.stderr
     assert not Path(tmp_path / "d").exists()

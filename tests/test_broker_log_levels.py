@@ -8,23 +8,37 @@ import logging
 import socket
 import struct
 
+from rawclient import request_header
+
 from logbroker import Admin, Broker, NewTopic, Producer
 from logbroker.protocol import REQUESTS
-from rawclient import request_header
 
 
 def noisy(caplog) -> list[str]:
-    return [f"{r.levelname} {r.name}: {r.getMessage()}" for r in caplog.records
-            if r.name.startswith("logbroker") and r.levelno >= logging.WARNING]
+    return [
+        f"{r.levelname} {r.name}: {r.getMessage()}"
+        for r in caplog.records
+        if r.name.startswith("logbroker") and r.levelno >= logging.WARNING
+    ]
 
 
 def test_topics_deleted_under_the_periodic_passes_log_no_error(tmp_path, caplog):
     caplog.set_level(logging.DEBUG, logger="logbroker")
     # Every periodic pass runs each millisecond, so they keep visiting partitions being deleted.
-    with Broker(data_dir=tmp_path / "d", **{"log.flush.scheduler.interval.ms": 1, "log.retention.check.interval.ms": 1,
-                                            "replica.high.watermark.checkpoint.interval.ms": 1,
-                                            "log.cleaner.backoff.ms": 1, "log.flush.interval.ms": 0}) as b:
-        with Admin(b.bootstrap_servers) as admin, Producer(b.bootstrap_servers, linger_ms=0, allow_auto_create_topics=False) as p:
+    with Broker(
+        data_dir=tmp_path / "d",
+        **{
+            "log.flush.scheduler.interval.ms": 1,
+            "log.retention.check.interval.ms": 1,
+            "replica.high.watermark.checkpoint.interval.ms": 1,
+            "log.cleaner.backoff.ms": 1,
+            "log.flush.interval.ms": 0,
+        },
+    ) as b:
+        with (
+            Admin(b.bootstrap_servers) as admin,
+            Producer(b.bootstrap_servers, linger_ms=0, allow_auto_create_topics=False) as p,
+        ):
             for round_ in range(25):
                 names = [f"churn-{round_}-{i}" for i in range(4)]
                 admin.create_topics([NewTopic(n, 3, config={"cleanup.policy": "compact,delete"}) for n in names])
@@ -47,10 +61,23 @@ def test_client_hanging_up_mid_fetch_is_not_a_warning(tmp_path, caplog):
             p.flush(30)
         host, port = b.bootstrap_servers.rsplit(":", 1)
         Fetch = REQUESTS[1]
-        req = Fetch(replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=64 << 20, isolation_level=0, session_id=0,
-                    session_epoch=-1, topics=[Fetch.FetchTopic(topic="big", partitions=[
-                        Fetch.FetchPartition(partition=0, fetch_offset=0, partition_max_bytes=64 << 20)])],
-                    forgotten_topics_data=[], rack_id="")
+        req = Fetch(
+            replica_id=-1,
+            max_wait_ms=0,
+            min_bytes=1,
+            max_bytes=64 << 20,
+            isolation_level=0,
+            session_id=0,
+            session_epoch=-1,
+            topics=[
+                Fetch.FetchTopic(
+                    topic="big",
+                    partitions=[Fetch.FetchPartition(partition=0, fetch_offset=0, partition_max_bytes=64 << 20)],
+                )
+            ],
+            forgotten_topics_data=[],
+            rack_id="",
+        )
         payload = request_header(1, 11, 1) + req.to_bytes(11)
         for _ in range(5):
             s = socket.create_connection((host, int(port)))

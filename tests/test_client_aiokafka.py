@@ -6,14 +6,15 @@ import asyncio
 
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
-
 from conftest import CODECS, Rec, check_partition_records, make_records
 
 
 async def _roundtrip(bootstrap: str, topic: str, codec: str, records: list[Rec]) -> dict:
     producer = AIOKafkaProducer(
-        bootstrap_servers=bootstrap, compression_type=None if codec == "none" else codec,
-        enable_idempotence=True, linger_ms=5,
+        bootstrap_servers=bootstrap,
+        compression_type=None if codec == "none" else codec,
+        enable_idempotence=True,
+        linger_ms=5,
     )
     await producer.start()
     try:
@@ -24,7 +25,9 @@ async def _roundtrip(bootstrap: str, topic: str, codec: str, records: list[Rec])
         await asyncio.gather(*futs)
     finally:
         await producer.stop()
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, group_id=None, auto_offset_reset="earliest")
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=bootstrap, enable_auto_commit=False, group_id=None, auto_offset_reset="earliest"
+    )
     await consumer.start()
     got: dict[int, list] = {}
     n = 0

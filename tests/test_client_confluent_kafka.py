@@ -7,7 +7,6 @@ import time
 import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
-
 from conftest import CODECS, Rec, check_partition_records, make_records
 
 
@@ -26,17 +25,29 @@ def produce(bootstrap: str, topic: str, records: list[Rec], **conf) -> None:
 
     p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, **conf})
     for r in records:
-        p.produce(topic, value=r.value, key=r.key, partition=r.partition, headers=list(r.headers) or None, on_delivery=on_delivery)
+        p.produce(
+            topic,
+            value=r.value,
+            key=r.key,
+            partition=r.partition,
+            headers=list(r.headers) or None,
+            on_delivery=on_delivery,
+        )
         p.poll(0)
     assert p.flush(30) == 0
     assert not errors, errors[:3]
 
 
 def consume_all(bootstrap: str, topic: str, partitions: int, expected: int, timeout: float = 30) -> dict[int, list]:
-    c = Consumer({
-        "bootstrap.servers": bootstrap, "group.id": "unused-assign-only", "enable.auto.commit": False,
-        "auto.offset.reset": "earliest", "enable.partition.eof": False,
-    })
+    c = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "unused-assign-only",
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+            "enable.partition.eof": False,
+        }
+    )
     c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
     got: dict[int, list] = {}
     n = 0
@@ -85,7 +96,9 @@ def test_auto_created_topic_by_producer(broker):
 
 def test_admin_create_describe_partitions_delete(broker):
     admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
-    fs = admin.create_topics([NewTopic("adm", num_partitions=2, replication_factor=1, config={"retention.ms": "3600000"})])
+    fs = admin.create_topics(
+        [NewTopic("adm", num_partitions=2, replication_factor=1, config={"retention.ms": "3600000"})]
+    )
     fs["adm"].result(10)
     # duplicate creation is refused with TOPIC_ALREADY_EXISTS
     dup = admin.create_topics([NewTopic("adm", num_partitions=2, replication_factor=1)])
@@ -105,4 +118,3 @@ def test_admin_create_describe_partitions_delete(broker):
     assert configs["segment.bytes"].value == "1073741824"
     admin.delete_topics(["adm"])["adm"].result(10)
     assert "adm" not in admin.list_topics(timeout=10).topics
-

@@ -25,18 +25,52 @@ def kafka_tools():
 
 
 def produce(kafka_tools, bs: str, topic: str, lines: list[str], codec: str) -> None:
-    cmd = kafka_tools.tools_java("org.apache.kafka.tools.ConsoleProducer", [
-        "--bootstrap-server", bs, "--topic", topic, "--property", "parse.key=true", "--property", "key.separator=:",
-        "--compression-codec", codec, "--producer-property", "enable.idempotence=true", "--producer-property", "acks=all"])
+    cmd = kafka_tools.tools_java(
+        "org.apache.kafka.tools.ConsoleProducer",
+        [
+            "--bootstrap-server",
+            bs,
+            "--topic",
+            topic,
+            "--property",
+            "parse.key=true",
+            "--property",
+            "key.separator=:",
+            "--compression-codec",
+            codec,
+            "--producer-property",
+            "enable.idempotence=true",
+            "--producer-property",
+            "acks=all",
+        ],
+    )
     r = subprocess.run(cmd, input="".join(line + "\n" for line in lines).encode(), capture_output=True, timeout=120)
     assert r.returncode == 0, r.stderr.decode()[-3000:]
 
 
 def consume(kafka_tools, bs: str, topic: str, n: int, group: str, protocol: str) -> list[str]:
-    cmd = kafka_tools.tools_java("org.apache.kafka.tools.consumer.ConsoleConsumer", [
-        "--bootstrap-server", bs, "--topic", topic, "--from-beginning", "--max-messages", str(n), "--timeout-ms", "60000",
-        "--formatter-property", "print.key=true", "--formatter-property", "key.separator=:", "--group", group,
-        "--command-property", f"group.protocol={protocol}"])
+    cmd = kafka_tools.tools_java(
+        "org.apache.kafka.tools.consumer.ConsoleConsumer",
+        [
+            "--bootstrap-server",
+            bs,
+            "--topic",
+            topic,
+            "--from-beginning",
+            "--max-messages",
+            str(n),
+            "--timeout-ms",
+            "60000",
+            "--formatter-property",
+            "print.key=true",
+            "--formatter-property",
+            "key.separator=:",
+            "--group",
+            group,
+            "--command-property",
+            f"group.protocol={protocol}",
+        ],
+    )
     r = subprocess.run(cmd, capture_output=True, timeout=120)
     assert r.returncode == 0, r.stderr.decode()[-3000:]
     return r.stdout.decode().splitlines()
@@ -73,9 +107,26 @@ def test_java_consumer_uses_incremental_fetch_sessions(broker, kafka_tools):
     second = [f"k{i}:b{i}" for i in range(240)]
     produce(kafka_tools, bs, "jsess", first, "none")
     net = broker.server.server.net
-    cmd = kafka_tools.tools_java("org.apache.kafka.tools.consumer.ConsoleConsumer", [
-        "--bootstrap-server", bs, "--topic", "jsess", "--from-beginning", "--max-messages", "480", "--timeout-ms", "60000",
-        "--formatter-property", "print.key=true", "--formatter-property", "key.separator=:", "--group", "jsess-g"])
+    cmd = kafka_tools.tools_java(
+        "org.apache.kafka.tools.consumer.ConsoleConsumer",
+        [
+            "--bootstrap-server",
+            bs,
+            "--topic",
+            "jsess",
+            "--from-beginning",
+            "--max-messages",
+            "480",
+            "--timeout-ms",
+            "60000",
+            "--formatter-property",
+            "print.key=true",
+            "--formatter-property",
+            "key.separator=:",
+            "--group",
+            "jsess-g",
+        ],
+    )
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         deadline = time.monotonic() + 60

@@ -6,14 +6,15 @@ from __future__ import annotations
 import time
 
 import pytest
+from conftest import CODECS, Rec, check_partition_records, make_records
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import KafkaAdminClient, NewTopic
 
-from conftest import CODECS, Rec, check_partition_records, make_records
-
 
 def consume_all(bootstrap: str, topic: str, partitions: int, expected: int, timeout: float = 30) -> dict:
-    c = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, group_id=None, auto_offset_reset="earliest")
+    c = KafkaConsumer(
+        bootstrap_servers=bootstrap, enable_auto_commit=False, group_id=None, auto_offset_reset="earliest"
+    )
     c.assign([TopicPartition(topic, p) for p in range(partitions)])
     got: dict[int, list] = {}
     n = 0
@@ -38,10 +39,10 @@ def test_roundtrip_every_codec(broker, codec):
     admin.create_topics([NewTopic(topic, num_partitions=3, replication_factor=1)])
     admin.close()
     records = make_records(500, 3, tag=codec)
-    p = KafkaProducer(bootstrap_servers=broker.bootstrap_servers, compression_type=None if codec == "none" else codec, linger_ms=5)
-    futures = [
-        p.send(topic, value=r.value, key=r.key, partition=r.partition, headers=list(r.headers)) for r in records
-    ]
+    p = KafkaProducer(
+        bootstrap_servers=broker.bootstrap_servers, compression_type=None if codec == "none" else codec, linger_ms=5
+    )
+    futures = [p.send(topic, value=r.value, key=r.key, partition=r.partition, headers=list(r.headers)) for r in records]
     p.flush(30)
     for f in futures:
         f.get(10)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import subprocess
 
 import pytest
-
 from conftest import CODECS, kcat_bin
 
 
@@ -27,9 +26,24 @@ def test_produce_consume_keys_headers(broker, codec):
             key, value = f"k{part_batch}-{i}", f"v{part_batch}-{i}-" + "x" * (i % 50)
             lines.append(f"{key}\t{value}")
             expected.append((key, value, f"batch={part_batch},codec={codec}"))
-        kcat("-b", bs, "-P", "-t", topic, "-p", "0", "-z", codec, "-K", "\t",
-             "-H", f"batch={part_batch}", "-H", f"codec={codec}",
-             input=("\n".join(lines) + "\n").encode())
+        kcat(
+            "-b",
+            bs,
+            "-P",
+            "-t",
+            topic,
+            "-p",
+            "0",
+            "-z",
+            codec,
+            "-K",
+            "\t",
+            "-H",
+            f"batch={part_batch}",
+            "-H",
+            f"codec={codec}",
+            input=("\n".join(lines) + "\n").encode(),
+        )
     out = kcat("-b", bs, "-C", "-t", topic, "-p", "0", "-o", "beginning", "-e", "-f", "%o\t%k\t%s\t%h\n").decode()
     rows = [line.split("\t") for line in out.splitlines()]
     assert [int(r[0]) for r in rows] == list(range(len(expected)))

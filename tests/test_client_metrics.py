@@ -16,14 +16,13 @@ import urllib.request
 import uuid
 from pathlib import Path
 
-import pytest
+from conftest import kafka_configs, needs_java, wait_until
+from rawclient import RawClient
 
 from logbroker import Broker, Cluster
 from logbroker.broker.otlp import DataPoint, decode_metrics_data, encode_metrics_data
 from logbroker.common.directory_id import text as uuid_text
 from logbroker.protocol import REQUESTS, ErrorCode
-from conftest import kafka_configs, needs_java, wait_until
-from rawclient import RawClient
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -40,17 +39,29 @@ def alter(c: RawClient, name: str, changes: dict, validate_only: bool = False):
     """IncrementalAlterConfigs on one subscription: {key: value | None (DELETE) | (op, value)}."""
     configs = []
     for k, v in changes.items():
-        op, value = (v if isinstance(v, tuple) else (DELETE, None) if v is None else (SET, v))
+        op, value = v if isinstance(v, tuple) else (DELETE, None) if v is None else (SET, v)
         configs.append(Incremental.AlterableConfig(name=k, config_operation=op, value=value))
-    req = Incremental(resources=[Incremental.AlterConfigsResource(resource_type=CLIENT_METRICS, resource_name=name,
-                                                                   configs=configs)], validate_only=validate_only)
+    req = Incremental(
+        resources=[Incremental.AlterConfigsResource(resource_type=CLIENT_METRICS, resource_name=name, configs=configs)],
+        validate_only=validate_only,
+    )
     return c.request(44, 1, req).responses[0]
 
 
 def describe(c: RawClient, name: str, synonyms: bool = False):
-    r = c.request(32, 4, Describe(resources=[Describe.DescribeConfigsResource(
-        resource_type=CLIENT_METRICS, resource_name=name, configuration_keys=None)],
-        include_synonyms=synonyms, include_documentation=True)).results[0]
+    r = c.request(
+        32,
+        4,
+        Describe(
+            resources=[
+                Describe.DescribeConfigsResource(
+                    resource_type=CLIENT_METRICS, resource_name=name, configuration_keys=None
+                )
+            ],
+            include_synonyms=synonyms,
+            include_documentation=True,
+        ),
+    ).results[0]
     assert r.error_code == 0, r.error_message
     return {e.name: e for e in r.configs}
 
@@ -103,38 +114,78 @@ def test_subscriptions_set_checked_described_listed_deleted_and_kept(tmp_path):
     with Broker(data_dir=tmp_path / "d") as b, RawClient(b.bootstrap_servers) as c:
         assert listed(c) == []
         d = values(c, "none-yet")  # an unknown subscription: the defaults, as Kafka
-        assert d == {"metrics": ("", DEFAULT_CONFIG), "interval.ms": ("300000", DEFAULT_CONFIG),
-                     "match": ("", DEFAULT_CONFIG)}
-        assert alter(c, "prod", {"metrics": "org.apache.kafka.producer., org.apache.kafka.consumer.fetch",
-                                 "interval.ms": "1000", "match": "client_id=app-.*,client_software_name=java"}
-                     ).error_code == 0
+        assert d == {
+            "metrics": ("", DEFAULT_CONFIG),
+            "interval.ms": ("300000", DEFAULT_CONFIG),
+            "match": ("", DEFAULT_CONFIG),
+        }
+        assert (
+            alter(
+                c,
+                "prod",
+                {
+                    "metrics": "org.apache.kafka.producer., org.apache.kafka.consumer.fetch",
+                    "interval.ms": "1000",
+                    "match": "client_id=app-.*,client_software_name=java",
+                },
+            ).error_code
+            == 0
+        )
         full = describe(c, "prod", synonyms=True)
         assert (full["metrics"].value, full["metrics"].config_source, full["metrics"].config_type) == (
-            "org.apache.kafka.producer.,org.apache.kafka.consumer.fetch", CLIENT_METRICS_CONFIG, 7)
+            "org.apache.kafka.producer.,org.apache.kafka.consumer.fetch",
+            CLIENT_METRICS_CONFIG,
+            7,
+        )
         assert (full["interval.ms"].value, full["interval.ms"].config_type) == ("1000", 3)
         assert [(s.name, s.value, s.source) for s in full["interval.ms"].synonyms] == [
-            ("interval.ms", "1000", CLIENT_METRICS_CONFIG)]
+            ("interval.ms", "1000", CLIENT_METRICS_CONFIG)
+        ]
         assert full["match"].value == "client_id=app-.*,client_software_name=java"
         assert full["interval.ms"].documentation == "Metrics push interval in milliseconds"
 
         # refused, in Kafka's words, naming the key and the value; nothing changes
         bad = {
-            "interval.ms=50": (alter(c, "prod", {"interval.ms": "50"}), ErrorCode.INVALID_REQUEST,
-                               "Invalid value 50 for interval.ms, interval must be between 100 and 3600000 (1 hour)"),
-            "interval.ms=3600001": (alter(c, "prod", {"interval.ms": "3600001"}), ErrorCode.INVALID_REQUEST,
-                                    "Invalid value 3600001 for interval.ms"),
-            "interval.ms=soon": (alter(c, "prod", {"interval.ms": "soon"}), ErrorCode.INVALID_CONFIG,
-                                 "Invalid value soon for configuration interval.ms: Not a number of type INT"),
-            "bad regex": (alter(c, "prod", {"match": "client_id=[unclosed"}), ErrorCode.INVALID_CONFIG,
-                          "Illegal client matching pattern: client_id=[unclosed"),
-            "bad selector": (alter(c, "prod", {"match": "hostname=x"}), ErrorCode.INVALID_CONFIG,
-                             "Illegal client matching pattern: hostname=x"),
-            "no value": (alter(c, "prod", {"match": "client_id"}), ErrorCode.INVALID_CONFIG,
-                         "Illegal client matching pattern: client_id"),
-            "duplicate": (alter(c, "prod", {"metrics": "a,a"}), ErrorCode.INVALID_CONFIG,
-                          "Configuration 'metrics' values must not be duplicated."),
-            "unknown key": (alter(c, "prod", {"push.everything": "yes"}), ErrorCode.INVALID_REQUEST,
-                            "Unknown client metrics configuration: push.everything"),
+            "interval.ms=50": (
+                alter(c, "prod", {"interval.ms": "50"}),
+                ErrorCode.INVALID_REQUEST,
+                "Invalid value 50 for interval.ms, interval must be between 100 and 3600000 (1 hour)",
+            ),
+            "interval.ms=3600001": (
+                alter(c, "prod", {"interval.ms": "3600001"}),
+                ErrorCode.INVALID_REQUEST,
+                "Invalid value 3600001 for interval.ms",
+            ),
+            "interval.ms=soon": (
+                alter(c, "prod", {"interval.ms": "soon"}),
+                ErrorCode.INVALID_CONFIG,
+                "Invalid value soon for configuration interval.ms: Not a number of type INT",
+            ),
+            "bad regex": (
+                alter(c, "prod", {"match": "client_id=[unclosed"}),
+                ErrorCode.INVALID_CONFIG,
+                "Illegal client matching pattern: client_id=[unclosed",
+            ),
+            "bad selector": (
+                alter(c, "prod", {"match": "hostname=x"}),
+                ErrorCode.INVALID_CONFIG,
+                "Illegal client matching pattern: hostname=x",
+            ),
+            "no value": (
+                alter(c, "prod", {"match": "client_id"}),
+                ErrorCode.INVALID_CONFIG,
+                "Illegal client matching pattern: client_id",
+            ),
+            "duplicate": (
+                alter(c, "prod", {"metrics": "a,a"}),
+                ErrorCode.INVALID_CONFIG,
+                "Configuration 'metrics' values must not be duplicated.",
+            ),
+            "unknown key": (
+                alter(c, "prod", {"push.everything": "yes"}),
+                ErrorCode.INVALID_REQUEST,
+                "Unknown client metrics configuration: push.everything",
+            ),
             "no name": (alter(c, "", {"metrics": "*"}), ErrorCode.INVALID_REQUEST, "Subscription name can't be empty"),
         }
         for what, (r, code, message) in bad.items():
@@ -151,12 +202,26 @@ def test_subscriptions_set_checked_described_listed_deleted_and_kept(tmp_path):
         assert r.error_code == ErrorCode.INVALID_CONFIG and "interval.ms" in r.error_message
 
         # AlterConfigs replaces the whole subscription
-        r = c.request(33, 2, Alter(resources=[Alter.AlterConfigsResource(
-            resource_type=CLIENT_METRICS, resource_name="all", configs=[Alter.AlterableConfig(name="metrics", value="*")])],
-            validate_only=False))
+        r = c.request(
+            33,
+            2,
+            Alter(
+                resources=[
+                    Alter.AlterConfigsResource(
+                        resource_type=CLIENT_METRICS,
+                        resource_name="all",
+                        configs=[Alter.AlterableConfig(name="metrics", value="*")],
+                    )
+                ],
+                validate_only=False,
+            ),
+        )
         assert r.responses[0].error_code == 0
-        assert values(c, "all") == {"metrics": ("*", CLIENT_METRICS_CONFIG), "interval.ms": ("300000", DEFAULT_CONFIG),
-                                    "match": ("", DEFAULT_CONFIG)}
+        assert values(c, "all") == {
+            "metrics": ("*", CLIENT_METRICS_CONFIG),
+            "interval.ms": ("300000", DEFAULT_CONFIG),
+            "match": ("", DEFAULT_CONFIG),
+        }
         assert alter(c, "doomed", {"metrics": "a."}).error_code == 0
         assert listed(c) == [("all", CLIENT_METRICS), ("doomed", CLIENT_METRICS), ("prod", CLIENT_METRICS)]
         # deleting every key deletes the subscription; deleting a key never set changes nothing
@@ -166,16 +231,45 @@ def test_subscriptions_set_checked_described_listed_deleted_and_kept(tmp_path):
 
         # ListConfigResources v1: every type (Kafka's order: groups, client metrics, broker
         # loggers, brokers, topics), or the types asked for; an unsupported type is refused
-        assert c.request(44, 1, Incremental(resources=[Incremental.AlterConfigsResource(
-            resource_type=GROUP, resource_name="grp", configs=[Incremental.AlterableConfig(
-                name="consumer.session.timeout.ms", config_operation=SET, value="50000")])],
-            validate_only=False)).responses[0].error_code == 0
+        assert (
+            c.request(
+                44,
+                1,
+                Incremental(
+                    resources=[
+                        Incremental.AlterConfigsResource(
+                            resource_type=GROUP,
+                            resource_name="grp",
+                            configs=[
+                                Incremental.AlterableConfig(
+                                    name="consumer.session.timeout.ms", config_operation=SET, value="50000"
+                                )
+                            ],
+                        )
+                    ],
+                    validate_only=False,
+                ),
+            )
+            .responses[0]
+            .error_code
+            == 0
+        )
         from test_bad_input import create_topic
+
         assert create_topic(c, "tpc", 1) == 0
-        assert listed(c, 1) == [("grp", GROUP), ("all", CLIENT_METRICS), ("prod", CLIENT_METRICS),
-                                ("1", BROKER_LOGGER), ("1", BROKER), ("tpc", TOPIC)]
-        assert listed(c, 1, [TOPIC, CLIENT_METRICS]) == [("all", CLIENT_METRICS), ("prod", CLIENT_METRICS),
-                                                         ("tpc", TOPIC)]
+        assert listed(c, 1) == [
+            ("grp", GROUP),
+            ("all", CLIENT_METRICS),
+            ("prod", CLIENT_METRICS),
+            ("1", BROKER_LOGGER),
+            ("1", BROKER),
+            ("tpc", TOPIC),
+        ]
+        assert listed(c, 1, [TOPIC, CLIENT_METRICS]) == [
+            ("all", CLIENT_METRICS),
+            ("prod", CLIENT_METRICS),
+            ("tpc", TOPIC),
+        ]
         assert listed(c, 0) == [("all", CLIENT_METRICS), ("prod", CLIENT_METRICS)]
         for version, types in ((1, [1]), (1, [TOPIC, 64])):
             r = c.request(74, version, ListConfigResources(resource_types=types))
@@ -187,18 +281,31 @@ def test_subscriptions_set_checked_described_listed_deleted_and_kept(tmp_path):
 
 
 def test_authorization_is_on_the_cluster(tmp_path):
-    acls = {"authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
-            "allow.everyone.if.no.acl.found": "false"}
+    acls = {
+        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        "allow.everyone.if.no.acl.found": "false",
+    }
     with Broker(data_dir=tmp_path / "d", config=acls) as b, RawClient(b.bootstrap_servers) as c:
-        r = c.request(32, 4, Describe(resources=[Describe.DescribeConfigsResource(
-            resource_type=CLIENT_METRICS, resource_name="s", configuration_keys=None)]))
+        r = c.request(
+            32,
+            4,
+            Describe(
+                resources=[
+                    Describe.DescribeConfigsResource(
+                        resource_type=CLIENT_METRICS, resource_name="s", configuration_keys=None
+                    )
+                ]
+            ),
+        )
         assert r.results[0].error_code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
         assert alter(c, "s", {"metrics": "*"}).error_code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
         r = c.request(74, 1, ListConfigResources(resource_types=[]))
         assert (r.error_code, r.config_resources) == (ErrorCode.CLUSTER_AUTHORIZATION_FAILED, [])
         assert b.server.controller.image.client_metrics == {}
-    with Broker(data_dir=tmp_path / "e", config={**acls, "super.users": "User:ANONYMOUS"}) as b, \
-            RawClient(b.bootstrap_servers) as c:
+    with (
+        Broker(data_dir=tmp_path / "e", config={**acls, "super.users": "User:ANONYMOUS"}) as b,
+        RawClient(b.bootstrap_servers) as c,
+    ):
         assert alter(c, "s", {"metrics": "*"}).error_code == 0
         assert listed(c) == [("s", CLIENT_METRICS)]
 
@@ -216,8 +323,11 @@ def test_subscriptions_are_forwarded_and_reach_every_node(tmp_path):
             with RawClient(n.bootstrap_servers) as c:
                 # each node applies the committed record from its own copy of the metadata log:
                 # the change reaches them all, not at the same instant (Kafka's too)
-                wait_until(lambda: listed(c) == [("everywhere", CLIENT_METRICS)], 30,
-                           f"node {n.node_id} to list the subscription")
+                wait_until(
+                    lambda: listed(c) == [("everywhere", CLIENT_METRICS)],
+                    30,
+                    f"node {n.node_id} to list the subscription",
+                )
                 assert values(c, "everywhere")["interval.ms"] == ("5000", CLIENT_METRICS_CONFIG), n.node_id
                 hello(c)
                 g = c.request(71, 0, GetSubscriptions(client_instance_id=ZERO))
@@ -229,25 +339,38 @@ def test_subscriptions_are_forwarded_and_reach_every_node(tmp_path):
 
 def test_get_subscriptions_and_push_as_kafka(tmp_path):
     cfg = {"telemetry.max.bytes": "2000"}
-    with Broker(data_dir=tmp_path / "d", config=cfg, metrics_listen="127.0.0.1:0") as b, \
-            RawClient(b.bootstrap_servers) as c:
+    with (
+        Broker(data_dir=tmp_path / "d", config=cfg, metrics_listen="127.0.0.1:0") as b,
+        RawClient(b.bootstrap_servers) as c,
+    ):
         hello(c, "logbroker-tests", "1.0")
         # no subscription: no metrics (the client pushes nothing), Kafka's default interval
         g = c.request(71, 0, GetSubscriptions(client_instance_id=ZERO))
         assert g.error_code == 0 and g.client_instance_id != ZERO
         assert (g.requested_metrics, g.push_interval_ms, g.telemetry_max_bytes, g.delta_temporality) == (
-            [], 300000, 2000, True)
+            [],
+            300000,
+            2000,
+            True,
+        )
         assert g.accepted_compression_types == [4, 3, 1, 2]  # zstd, lz4, gzip, snappy
         idle = g.client_instance_id
         # selected by software name and version (from ApiVersions), client id, address
-        subscribe(c, "tests", "org.apache.kafka.producer.", 200,
-                  "client_software_name=logbroker-tests,client_software_version=1\\..*,client_id=raw,"
-                  "client_source_address=127\\.0\\.0\\.1")
+        subscribe(
+            c,
+            "tests",
+            "org.apache.kafka.producer.",
+            200,
+            "client_software_name=logbroker-tests,client_software_version=1\\..*,client_id=raw,"
+            "client_source_address=127\\.0\\.0\\.1",
+        )
         subscribe(c, "all-java", "*", 100, "client_software_name=apache-kafka-java")
         subscribe(c, "wide", "org.apache.kafka.consumer.", 250)
         g = c.request(71, 0, GetSubscriptions(client_instance_id=ZERO))
         assert (sorted(g.requested_metrics), g.push_interval_ms) == (
-            ["org.apache.kafka.consumer.", "org.apache.kafka.producer."], 200), "union of matches, smallest interval"
+            ["org.apache.kafka.consumer.", "org.apache.kafka.producer."],
+            200,
+        ), "union of matches, smallest interval"
         me, sub_id = g.client_instance_id, g.subscription_id
         with RawClient(b.bootstrap_servers) as java:
             hello(java, "apache-kafka-java", "4.4.0")
@@ -257,14 +380,26 @@ def test_get_subscriptions_and_push_as_kafka(tmp_path):
         again = c.request(71, 0, GetSubscriptions(client_instance_id=me))
         assert again.error_code == ErrorCode.THROTTLING_QUOTA_EXCEEDED
 
-        points = [DataPoint("org.apache.kafka.producer.record.send.total", "sum", 5, {"topic": "t1"}, monotonic=True,
-                            delta=True),
-                  DataPoint("org.apache.kafka.producer.buffer.available.bytes", "gauge", 1024.5, {})]
+        points = [
+            DataPoint(
+                "org.apache.kafka.producer.record.send.total", "sum", 5, {"topic": "t1"}, monotonic=True, delta=True
+            ),
+            DataPoint("org.apache.kafka.producer.buffer.available.bytes", "gauge", 1024.5, {}),
+        ]
         payload = gzip.compress(encode_metrics_data(points, {"client.rack": "r1"}))
 
         def push(metrics=payload, codec=1, sub=None, instance=me, terminating=False):
-            return c.request(72, 0, Push(client_instance_id=instance, subscription_id=sub_id if sub is None else sub,
-                                         terminating=terminating, compression_type=codec, metrics=metrics)).error_code
+            return c.request(
+                72,
+                0,
+                Push(
+                    client_instance_id=instance,
+                    subscription_id=sub_id if sub is None else sub,
+                    terminating=terminating,
+                    compression_type=codec,
+                    metrics=metrics,
+                ),
+            ).error_code
 
         assert push() == 0, "the first push right after GetTelemetrySubscriptions"
         assert push() == ErrorCode.THROTTLING_QUOTA_EXCEEDED, "sooner than the interval"
@@ -272,10 +407,14 @@ def test_get_subscriptions_and_push_as_kafka(tmp_path):
         assert push() == 0
         name = uuid_text(me)
         text = scrape(b.metrics_url)
-        assert f'kafka_client_org_apache_kafka_producer_record_send_total{{client_id="raw",' \
-               f'client_instance_id="{name}",client_rack="r1",topic="t1"}} 10' in text, "DELTA sums added up"
-        assert f'kafka_client_org_apache_kafka_producer_buffer_available_bytes{{client_id="raw",' \
-               f'client_instance_id="{name}",client_rack="r1"}} 1024.5' in text
+        assert (
+            f'kafka_client_org_apache_kafka_producer_record_send_total{{client_id="raw",'
+            f'client_instance_id="{name}",client_rack="r1",topic="t1"}} 10' in text
+        ), "DELTA sums added up"
+        assert (
+            f'kafka_client_org_apache_kafka_producer_buffer_available_bytes{{client_id="raw",'
+            f'client_instance_id="{name}",client_rack="r1"}} 1024.5' in text
+        )
         assert "# TYPE kafka_client_org_apache_kafka_producer_record_send_total counter" in text
         assert "# TYPE kafka_client_org_apache_kafka_producer_buffer_available_bytes gauge" in text
         assert client_lines(text, uuid_text(idle)) == [], "no subscription, nothing pushed"
@@ -294,9 +433,14 @@ def test_get_subscriptions_and_push_as_kafka(tmp_path):
         import lz4.frame
         import snappy
         import zstandard
+
         raw = encode_metrics_data(points)
-        for codec, data in ((2, snappy.compress(raw)), (3, lz4.frame.compress(raw)),
-                            (4, zstandard.ZstdCompressor().compress(raw)), (0, raw)):
+        for codec, data in (
+            (2, snappy.compress(raw)),
+            (3, lz4.frame.compress(raw)),
+            (4, zstandard.ZstdCompressor().compress(raw)),
+            (0, raw),
+        ):
             time.sleep(0.25)
             assert push(metrics=data, codec=codec) == 0, codec
         # a subscription change gives a new subscription id: the old one is stale
@@ -313,12 +457,17 @@ def test_get_subscriptions_and_push_as_kafka(tmp_path):
 
 
 def test_otlp_reader_takes_what_it_writes():
-    points = [DataPoint("a.b", "gauge", -2.5, {"k": "v"}), DataPoint("c", "sum", 7, {}, monotonic=True, delta=True),
-              DataPoint("d", "sum", 3, {"x": "1"}, monotonic=False, delta=False)]
+    points = [
+        DataPoint("a.b", "gauge", -2.5, {"k": "v"}),
+        DataPoint("c", "sum", 7, {}, monotonic=True, delta=True),
+        DataPoint("d", "sum", 3, {"x": "1"}, monotonic=False, delta=False),
+    ]
     got = decode_metrics_data(encode_metrics_data(points, {"r": "s"}))
     assert [(p.metric, p.kind, p.value, p.attributes, p.monotonic, p.delta) for p in got] == [
-        ("a.b", "gauge", -2.5, {"r": "s", "k": "v"}, False, False), ("c", "sum", 7.0, {"r": "s"}, True, True),
-        ("d", "sum", 3.0, {"r": "s", "x": "1"}, False, False)]
+        ("a.b", "gauge", -2.5, {"r": "s", "k": "v"}, False, False),
+        ("c", "sum", 7.0, {"r": "s"}, True, True),
+        ("d", "sum", 3.0, {"r": "s", "x": "1"}, False, False),
+    ]
 
 
 # --------------------------------------------------------------------------- real clients
@@ -342,9 +491,19 @@ def test_kafka_client_metrics_tool(broker_process, tmp_path):
     tools = _tools()
     bp = broker_process(tmp_path / "d")
     bs = bp.bootstrap_servers
-    out = client_metrics_tool(tools, bs, "--alter", "--name", "producers", "--metrics",
-                              "org.apache.kafka.producer.,org.apache.kafka.consumer.coordinator.rebalance.latency.max",
-                              "--interval", "60000", "--match", "client_software_name=apache-kafka-java,client_id=app.*")
+    out = client_metrics_tool(
+        tools,
+        bs,
+        "--alter",
+        "--name",
+        "producers",
+        "--metrics",
+        "org.apache.kafka.producer.,org.apache.kafka.consumer.coordinator.rebalance.latency.max",
+        "--interval",
+        "60000",
+        "--match",
+        "client_software_name=apache-kafka-java,client_id=app.*",
+    )
     assert "Altered client metrics config for producers." in out
     client_metrics_tool(tools, bs, "--alter", "--name", "everything", "--metrics", "*")
     assert client_metrics_tool(tools, bs, "--list").split() == ["everything", "producers"]
@@ -365,20 +524,41 @@ def test_kafka_client_metrics_tool(broker_process, tmp_path):
     out = client_metrics_tool(tools, bs, "--describe", "--name", "producers")
     assert "interval.ms=60000" in out
     # kafka-configs manages them too (--entity-type client-metrics)
-    kafka_configs(tools, bs, "--alter", "--entity-type", "client-metrics", "--entity-name", "producers",
-                  "--add-config", "interval.ms=30000")
+    kafka_configs(
+        tools,
+        bs,
+        "--alter",
+        "--entity-type",
+        "client-metrics",
+        "--entity-name",
+        "producers",
+        "--add-config",
+        "interval.ms=30000",
+    )
     out = kafka_configs(tools, bs, "--describe", "--entity-type", "client-metrics", "--entity-name", "producers")
     assert "interval.ms=30000 sensitive=false synonyms={DYNAMIC_CLIENT_METRICS_CONFIG:interval.ms=30000}" in out
     assert "Deleted client metrics config for everything." in client_metrics_tool(
-        tools, bs, "--delete", "--name", "everything")
+        tools, bs, "--delete", "--name", "everything"
+    )
     assert client_metrics_tool(tools, bs, "--list").split() == ["producers"]
     out = client_metrics_tool(tools, bs, "--describe", "--name", "everything")
     assert "The client metric resource everything doesn't exist and doesn't have dynamic config." in out
 
 
 def _java_client(tools, bs: str, mode: str, client_id: str, topic: str, seconds: int) -> subprocess.Popen:
-    cmd = ["java", "-Xmx256m", f"-Dlog4j2.configurationFile={tools.tools_log4j}", "-cp", tools.tools_cp,
-           TELEMETRY_CLIENT, bs, mode, client_id, topic, str(seconds)]
+    cmd = [
+        "java",
+        "-Xmx256m",
+        f"-Dlog4j2.configurationFile={tools.tools_log4j}",
+        "-cp",
+        tools.tools_cp,
+        TELEMETRY_CLIENT,
+        bs,
+        mode,
+        client_id,
+        topic,
+        str(seconds),
+    ]
     return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
@@ -446,8 +626,10 @@ def test_librdkafka_pushes_its_metrics(tmp_path):
         names = {re.match(r"(kafka_client_\w+)", ln).group(1) for ln in lines}
         assert "kafka_client_org_apache_kafka_producer_node_request_latency_avg" in names, names
         telemetry = b.server.client_telemetry
-        software = {inst.attributes["client_id"]: (inst.attributes["client_software_name"], inst.metrics)
-                    for inst in telemetry.instances.values()}
+        software = {
+            inst.attributes["client_id"]: (inst.attributes["client_software_name"], inst.metrics)
+            for inst in telemetry.instances.values()
+        }
         assert software["rdk-telemetry"][1] == ["org.apache.kafka.producer."]
         assert software["rdk-unsubscribed"][1] == [], "no subscription selects it"
         assert client_lines(scrape(b.metrics_url), client_id="rdk-unsubscribed") == []

@@ -12,17 +12,23 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import kafka_configs, needs_java
+from rawclient import RawClient
 
 from logbroker import Broker, Cluster
 from logbroker.client import Admin, NewTopic
 from logbroker.client.errors import InvalidRequestError
 from logbroker.coord.metadata import client_quotas
 from logbroker.coord.metadata.metadata import MetadataImage
-from logbroker.coord.metadata.metadata_records import MetadataRecordError, apply, diff_records, encode_record, load_snapshot, \
-    snapshot
+from logbroker.coord.metadata.metadata_records import (
+    MetadataRecordError,
+    apply,
+    diff_records,
+    encode_record,
+    load_snapshot,
+    snapshot,
+)
 from logbroker.protocol import REQUESTS, ErrorCode
-from conftest import kafka_configs, needs_java
-from rawclient import RawClient
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -37,54 +43,84 @@ def image() -> MetadataImage:
 
 # --- metadata records ------------------------------------------------------------------
 
+
 def test_records_apply_diff_and_snapshot():
     im = image()
-    apply(im, encode_record("ClientQuota", entity=[["user", "alice"]], key="producer_byte_rate", value=1024.0,
-                            remove=False))
-    apply(im, encode_record("ClientQuota", entity=[["client-id", None], ["user", None]], key="consumer_byte_rate",
-                            value=2048.0, remove=False))
-    assert im.client_quotas == {ALICE: {"producer_byte_rate": 1024.0},
-                                (("client-id", None), ("user", None)): {"consumer_byte_rate": 2048.0}}
+    apply(
+        im,
+        encode_record("ClientQuota", entity=[["user", "alice"]], key="producer_byte_rate", value=1024.0, remove=False),
+    )
+    apply(
+        im,
+        encode_record(
+            "ClientQuota",
+            entity=[["client-id", None], ["user", None]],
+            key="consumer_byte_rate",
+            value=2048.0,
+            remove=False,
+        ),
+    )
+    assert im.client_quotas == {
+        ALICE: {"producer_byte_rate": 1024.0},
+        (("client-id", None), ("user", None)): {"consumer_byte_rate": 2048.0},
+    }
     again = load_snapshot(snapshot(im), 1)
     assert again.client_quotas == im.client_quotas
     rebuilt = image()
     for rec in diff_records(image(), im):
         apply(rebuilt, rec)
     assert rebuilt.client_quotas == im.client_quotas
-    apply(im, encode_record("ClientQuota", entity=[["user", "alice"]], key="producer_byte_rate", value=0.0,
-                            remove=True))
+    apply(
+        im, encode_record("ClientQuota", entity=[["user", "alice"]], key="producer_byte_rate", value=0.0, remove=True)
+    )
     assert ALICE not in im.client_quotas, "an entity with no key left goes"
     for bad in ([["group", "g"]], [], [["user", ""]]):
         with pytest.raises(MetadataRecordError):
             apply(im, encode_record("ClientQuota", entity=bad, key="producer_byte_rate", value=1.0, remove=False))
     with pytest.raises(MetadataRecordError, match="must be greater than 0"):
-        apply(im, encode_record("ClientQuota", entity=[["user", "a"]], key="producer_byte_rate", value=-1.0,
-                                remove=False))
+        apply(
+            im, encode_record("ClientQuota", entity=[["user", "a"]], key="producer_byte_rate", value=-1.0, remove=False)
+        )
 
 
 # --- the APIs over the wire --------------------------------------------------------------
 
+
 def alter_raw(c: RawClient, entries, validate_only=False, version=1) -> list[tuple[int, str | None]]:
-    body = Alter(validate_only=validate_only, entries=[
-        Alter.EntryData(entity=[Alter.EntityData(entity_type=t, entity_name=n) for t, n in entity],
-                        ops=[Alter.OpData(key=k, value=v, remove=r) for k, v, r in ops])
-        for entity, ops in entries])
+    body = Alter(
+        validate_only=validate_only,
+        entries=[
+            Alter.EntryData(
+                entity=[Alter.EntityData(entity_type=t, entity_name=n) for t, n in entity],
+                ops=[Alter.OpData(key=k, value=v, remove=r) for k, v, r in ops],
+            )
+            for entity, ops in entries
+        ],
+    )
     return [(e.error_code, e.error_message) for e in c.request(49, version, body).entries]
 
 
 def describe_raw(c: RawClient, components=(), strict=False, version=1):
-    return c.request(48, version, Describe(strict=strict, components=[
-        Describe.ComponentData(entity_type=t, match_type=m, match=n) for t, m, n in components]))
+    return c.request(
+        48,
+        version,
+        Describe(
+            strict=strict,
+            components=[Describe.ComponentData(entity_type=t, match_type=m, match=n) for t, m, n in components],
+        ),
+    )
 
 
 def test_admin_round_trip_filters_and_validate_only(tmp_path):
     with Broker(data_dir=tmp_path / "d") as b, Admin(b.bootstrap_servers) as admin:
-        admin.alter_client_quotas([
-            ({"user": "alice"}, {"producer_byte_rate": 1024, "consumer_byte_rate": 2048}),
-            ({"user": "alice", "client-id": "app"}, {"producer_byte_rate": 512}),
-            ({"client-id": None}, {"consumer_byte_rate": 4096}),
-            ({"user": None}, {"producer_byte_rate": 100}),
-        ])
+        admin.alter_client_quotas(
+            [
+                ({"user": "alice"}, {"producer_byte_rate": 1024, "consumer_byte_rate": 2048}),
+                ({"user": "alice", "client-id": "app"}, {"producer_byte_rate": 512}),
+                ({"client-id": None}, {"consumer_byte_rate": 4096}),
+                ({"user": None}, {"producer_byte_rate": 100}),
+            ]
+        )
         every = admin.describe_client_quotas()
         assert every == {
             ALICE: {"producer_byte_rate": 1024.0, "consumer_byte_rate": 2048.0},
@@ -93,11 +129,15 @@ def test_admin_round_trip_filters_and_validate_only(tmp_path):
             (("user", None),): {"producer_byte_rate": 100.0},
         }
         assert set(admin.describe_client_quotas([("user", "exact", "alice")])) == {
-            ALICE, (("client-id", "app"), ("user", "alice"))}
+            ALICE,
+            (("client-id", "app"), ("user", "alice")),
+        }
         assert set(admin.describe_client_quotas([("user", "exact", "alice")], strict=True)) == {ALICE}
         assert set(admin.describe_client_quotas([("user", "default", None)])) == {(("user", None),)}
         assert set(admin.describe_client_quotas([("client-id", "any", None)])) == {
-            (("client-id", "app"), ("user", "alice")), (("client-id", None),)}
+            (("client-id", "app"), ("user", "alice")),
+            (("client-id", None),),
+        }
         assert set(admin.describe_client_quotas([("client-id", "any", None)], strict=True)) == {(("client-id", None),)}
 
         admin.alter_client_quotas([({"user": "bob"}, {"producer_byte_rate": 1})], validate_only=True)
@@ -110,9 +150,12 @@ def test_admin_round_trip_filters_and_validate_only(tmp_path):
         assert core.quota_for("produce", "carol", "x") == 100.0
         assert core.quota_for("fetch", "carol", "x") == 4096.0
 
-        admin.alter_client_quotas([({"user": "alice"}, {"producer_byte_rate": None}),
-                                   ({"user": "alice", "client-id": "app"}, {"producer_byte_rate": None,
-                                                                            "consumer_byte_rate": None})])
+        admin.alter_client_quotas(
+            [
+                ({"user": "alice"}, {"producer_byte_rate": None}),
+                ({"user": "alice", "client-id": "app"}, {"producer_byte_rate": None, "consumer_byte_rate": None}),
+            ]
+        )
         assert admin.describe_client_quotas([("user", "exact", "alice")]) == {ALICE: {"consumer_byte_rate": 2048.0}}
         assert core.quota_for("produce", "alice", "app") == 100.0, "now the <default> user's"
 
@@ -132,18 +175,27 @@ def test_bad_input_is_refused_with_kafkas_errors_and_changes_nothing(tmp_path):
             ([("user", "alice")], [("no_such_key", 1.0, False)], "Invalid configuration key no_such_key"),
             ([("user", "alice")], [("request_percentage", 50.0, False)], "request_percentage is not enforced"),
             ([("ip", "10.0.0.1")], [("connection_creation_rate", 5.0, False)], "ip quota entities"),
-            ([("user", "alice")], [("consumer_byte_rate", 1.0, False), ("consumer_byte_rate", 2.0, False)],
-             "Duplicate quota key consumer_byte_rate"),
+            (
+                [("user", "alice")],
+                [("consumer_byte_rate", 1.0, False), ("consumer_byte_rate", 2.0, False)],
+                "Duplicate quota key consumer_byte_rate",
+            ),
         ]
         for entity, ops, message in cases:
             [(code, text)] = alter_raw(c, [(entity, ops)])
             assert code == ErrorCode.INVALID_REQUEST and message in text, (entity, ops, text)
         # a refused entry does not stop the good one beside it; an entity twice is refused both times
-        got = alter_raw(c, [([("user", "bob")], [("consumer_byte_rate", 10.0, False)]),
-                            ([("user", "x")], [("nope", 1.0, False)])])
+        got = alter_raw(
+            c, [([("user", "bob")], [("consumer_byte_rate", 10.0, False)]), ([("user", "x")], [("nope", 1.0, False)])]
+        )
         assert got[0] == (0, None) and got[1][0] == ErrorCode.INVALID_REQUEST
-        twice = alter_raw(c, [([("user", "z")], [("consumer_byte_rate", 10.0, False)]),
-                              ([("user", "z")], [("producer_byte_rate", 10.0, False)])])
+        twice = alter_raw(
+            c,
+            [
+                ([("user", "z")], [("consumer_byte_rate", 10.0, False)]),
+                ([("user", "z")], [("producer_byte_rate", 10.0, False)]),
+            ],
+        )
         assert [code for code, _m in twice] == [ErrorCode.INVALID_REQUEST] * 2 and "duplicate entity" in twice[0][1]
         after = dict(b.server.controller.image.client_quotas)
         assert after == {**before, (("user", "bob"),): {"consumer_byte_rate": 10.0}}
@@ -170,7 +222,8 @@ def test_authorization_as_kafka(tmp_path):
         r = describe_raw(c)
         assert r.error_code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED and r.entries is None
         assert alter_raw(c, [([("user", "a")], [("producer_byte_rate", 1.0, False)])]) == [
-            (ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.")]
+            (ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.")
+        ]
         assert b.server.controller.image.client_quotas == {}
 
 
@@ -192,18 +245,24 @@ def test_cluster_forwards_and_every_node_has_them(tmp_path):
             admin.alter_client_quotas([({"client-id": "app"}, {"producer_byte_rate": 5000})])
         for n in cluster.nodes:
             with Admin(n.bootstrap_servers) as admin:
-                assert wait_until(lambda: admin.describe_client_quotas() == {
-                    (("client-id", "app"),): {"producer_byte_rate": 5000.0}}, timeout=10, what=f"node {n.node_id}")
+                assert wait_until(
+                    lambda: admin.describe_client_quotas() == {(("client-id", "app"),): {"producer_byte_rate": 5000.0}},
+                    timeout=10,
+                    what=f"node {n.node_id}",
+                )
 
         # followers are not throttled: a tiny consumer quota for every user and client id
         # leaves replication (acks=all) at full speed
         with Admin(other.bootstrap_servers) as admin:
-            admin.alter_client_quotas([({"client-id": None}, {"consumer_byte_rate": 100}),
-                                       ({"user": None}, {"consumer_byte_rate": 100})])
+            admin.alter_client_quotas(
+                [({"client-id": None}, {"consumer_byte_rate": 100}), ({"user": None}, {"consumer_byte_rate": 100})]
+            )
             admin.create_topics([NewTopic("replicated", num_partitions=1, replication_factor=3)])
         for n in cluster.nodes:
             with Admin(n.bootstrap_servers) as admin:
-                assert wait_until(lambda: len(admin.describe_client_quotas()) == 3, timeout=10, what=f"node {n.node_id}")
+                assert wait_until(
+                    lambda: len(admin.describe_client_quotas()) == 3, timeout=10, what=f"node {n.node_id}"
+                )
         from confluent_kafka import Producer
 
         p = Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all", "client.id": "loader"})
@@ -215,8 +274,12 @@ def test_cluster_forwards_and_every_node_has_them(tmp_path):
 
 
 def quota_cli(bs: str, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "logbroker", "quota", "--bootstrap-server", bs, *args],
-                          capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "logbroker", "quota", "--bootstrap-server", bs, *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 def test_logbroker_quota_cli(tmp_path):
@@ -230,7 +293,8 @@ def test_logbroker_quota_cli(tmp_path):
         assert [line.split() for line in out[1:]] == [
             ["-", "<default>", "producer_byte_rate", "10"],
             ["alice", "-", "consumer_byte_rate", "2048"],
-            ["alice", "-", "producer_byte_rate", "1024"]]
+            ["alice", "-", "producer_byte_rate", "1024"],
+        ]
         assert len(quota_cli(bs, "list", "--user", "alice").stdout.splitlines()) == 3
         r = quota_cli(bs, "set", "--user", "alice", "--producer-byte-rate", "-1")
         assert r.returncode == 2 and "must be greater than 0" in r.stderr
@@ -244,14 +308,24 @@ def test_logbroker_quota_cli(tmp_path):
 
 # --- throttling ----------------------------------------------------------------------------
 
-def produce_for(bs: str, topic: str, client_id: str, total: int, size: int = 10_000,
-                conf: dict | None = None) -> tuple[float, list[int]]:
+
+def produce_for(
+    bs: str, topic: str, client_id: str, total: int, size: int = 10_000, conf: dict | None = None
+) -> tuple[float, list[int]]:
     """Seconds to produce `total` bytes with librdkafka, and the throttle times it was told."""
     from confluent_kafka import Producer
 
     throttles: list[int] = []
-    p = Producer({"bootstrap.servers": bs, "client.id": client_id, "linger.ms": 5, "batch.size": 64_000,
-                  "throttle_cb": lambda ev: throttles.append(int(ev.throttle_time * 1000)), **(conf or {})})
+    p = Producer(
+        {
+            "bootstrap.servers": bs,
+            "client.id": client_id,
+            "linger.ms": 5,
+            "batch.size": 64_000,
+            "throttle_cb": lambda ev: throttles.append(int(ev.throttle_time * 1000)),
+            **(conf or {}),
+        }
+    )
     payload = b"x" * size
     start = time.monotonic()
     for _ in range(total // size):
@@ -271,8 +345,10 @@ def produce_for(bs: str, topic: str, client_id: str, total: int, size: int = 10_
 def test_producer_over_its_quota_is_throttled_and_others_are_not(tmp_path):
     quota = 400_000
     total = 3_200_000
-    with Broker(data_dir=tmp_path / "d", config=FAST_WINDOWS, metrics_listen="127.0.0.1:0") as b, \
-            Admin(b.bootstrap_servers) as admin:
+    with (
+        Broker(data_dir=tmp_path / "d", config=FAST_WINDOWS, metrics_listen="127.0.0.1:0") as b,
+        Admin(b.bootstrap_servers) as admin,
+    ):
         admin.create_topics(["q"])
         admin.alter_client_quotas([({"client-id": "slow"}, {"producer_byte_rate": quota})])
         elapsed, throttles = produce_for(b.bootstrap_servers, "q", "slow", total)
@@ -297,16 +373,21 @@ def test_a_sasl_users_quota_follows_the_user_not_the_client_id(tmp_path):
     """A quota on users=alice: alice's producer is held near it whatever its client id, and
     bob, authenticated on the same SASL listener with the same client id, is not."""
     quota, total = 400_000, 3_200_000
-    jaas = ('org.apache.kafka.common.security.plain.PlainLoginModule required user_alice="alice-pw" '
-            'user_bob="bob-pw";')
+    jaas = 'org.apache.kafka.common.security.plain.PlainLoginModule required user_alice="alice-pw" user_bob="bob-pw";'
     config = {**FAST_WINDOWS, "listener.name.sasl_plaintext.plain.sasl.jaas.config": jaas}
 
     def sasl(user: str) -> dict:
-        return {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN", "sasl.username": user,
-                "sasl.password": f"{user}-pw"}
+        return {
+            "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": "PLAIN",
+            "sasl.username": user,
+            "sasl.password": f"{user}-pw",
+        }
 
-    with Broker(data_dir=tmp_path / "d", listener="SASL_PLAINTEXT", config=config) as b, \
-            Admin(b.bootstrap_servers, **sasl("alice")) as admin:
+    with (
+        Broker(data_dir=tmp_path / "d", listener="SASL_PLAINTEXT", config=config) as b,
+        Admin(b.bootstrap_servers, **sasl("alice")) as admin,
+    ):
         admin.create_topics(["q"])
         admin.alter_client_quotas([({"user": "alice"}, {"producer_byte_rate": quota})])
         elapsed, throttles = produce_for(b.bootstrap_servers, "q", "shared-id", total, conf=sasl("alice"))
@@ -330,9 +411,16 @@ def test_consumer_over_its_quota_is_throttled(tmp_path):
 
         def consume(client_id: str) -> tuple[float, list[int]]:
             throttles: list[int] = []
-            c = Consumer({"bootstrap.servers": b.bootstrap_servers, "group.id": client_id, "client.id": client_id,
-                          "auto.offset.reset": "earliest", "enable.auto.commit": False,
-                          "throttle_cb": lambda ev: throttles.append(int(ev.throttle_time * 1000))})
+            c = Consumer(
+                {
+                    "bootstrap.servers": b.bootstrap_servers,
+                    "group.id": client_id,
+                    "client.id": client_id,
+                    "auto.offset.reset": "earliest",
+                    "enable.auto.commit": False,
+                    "throttle_cb": lambda ev: throttles.append(int(ev.throttle_time * 1000)),
+                }
+            )
             c.subscribe(["q"])
             got, start = 0, None
             deadline = time.monotonic() + 60
@@ -358,7 +446,6 @@ def test_consumer_over_its_quota_is_throttled(tmp_path):
 # --- Kafka's tool ----------------------------------------------------------------------------
 
 
-
 @needs_java
 def test_kafka_configs_tool(tmp_path):
     from benches.peers.kafka import install
@@ -366,12 +453,42 @@ def test_kafka_configs_tool(tmp_path):
     tools = install()
     with Broker(data_dir=tmp_path / "d") as b:
         bs = b.bootstrap_servers
-        kafka_configs(tools, bs, "--alter", "--add-config", "producer_byte_rate=1048576,consumer_byte_rate=2097152",
-                      "--entity-type", "users", "--entity-name", "alice")
-        kafka_configs(tools, bs, "--alter", "--add-config", "producer_byte_rate=1024", "--entity-type", "clients",
-                      "--entity-default")
-        kafka_configs(tools, bs, "--alter", "--add-config", "consumer_byte_rate=4096", "--entity-type", "users",
-                      "--entity-name", "alice", "--entity-type", "clients", "--entity-name", "app")
+        kafka_configs(
+            tools,
+            bs,
+            "--alter",
+            "--add-config",
+            "producer_byte_rate=1048576,consumer_byte_rate=2097152",
+            "--entity-type",
+            "users",
+            "--entity-name",
+            "alice",
+        )
+        kafka_configs(
+            tools,
+            bs,
+            "--alter",
+            "--add-config",
+            "producer_byte_rate=1024",
+            "--entity-type",
+            "clients",
+            "--entity-default",
+        )
+        kafka_configs(
+            tools,
+            bs,
+            "--alter",
+            "--add-config",
+            "consumer_byte_rate=4096",
+            "--entity-type",
+            "users",
+            "--entity-name",
+            "alice",
+            "--entity-type",
+            "clients",
+            "--entity-name",
+            "app",
+        )
         assert b.server.controller.image.client_quotas == {
             ALICE: {"producer_byte_rate": 1048576.0, "consumer_byte_rate": 2097152.0},
             (("client-id", None),): {"producer_byte_rate": 1024.0},
@@ -381,12 +498,32 @@ def test_kafka_configs_tool(tmp_path):
         assert "Quota configs for user-principal 'alice' are" in out and "producer_byte_rate=1048576.0" in out, out
         out = kafka_configs(tools, bs, "--describe", "--entity-type", "clients", "--entity-default")
         assert "producer_byte_rate=1024.0" in out, out
-        kafka_configs(tools, bs, "--alter", "--delete-config", "producer_byte_rate", "--entity-type", "users",
-                      "--entity-name", "alice")
+        kafka_configs(
+            tools,
+            bs,
+            "--alter",
+            "--delete-config",
+            "producer_byte_rate",
+            "--entity-type",
+            "users",
+            "--entity-name",
+            "alice",
+        )
         assert b.server.controller.image.client_quotas[ALICE] == {"consumer_byte_rate": 2097152.0}
-        cmd = tools.tools_java("org.apache.kafka.tools.ConfigCommand", [
-            "--bootstrap-server", bs, "--alter", "--add-config", "producer_byte_rate=-5", "--entity-type", "users",
-            "--entity-name", "bob"])
+        cmd = tools.tools_java(
+            "org.apache.kafka.tools.ConfigCommand",
+            [
+                "--bootstrap-server",
+                bs,
+                "--alter",
+                "--add-config",
+                "producer_byte_rate=-5",
+                "--entity-type",
+                "users",
+                "--entity-name",
+                "bob",
+            ],
+        )
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
         assert r.returncode != 0 and "must be greater than 0" in r.stdout + r.stderr, r.stdout + r.stderr
         assert (("user", "bob"),) not in b.server.controller.image.client_quotas

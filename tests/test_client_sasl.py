@@ -10,7 +10,8 @@ import base64
 import os
 import struct
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 
@@ -26,8 +27,9 @@ SECRET = "s3cr3t-Pa55"
 # RFC 7677, section 3
 RFC_NONCE = "rOprNGfwEbeRWgbNEkqO"
 RFC_SERVER_FIRST = b"r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,s=W22ZaJ0SNY7soEsUEjb6gQ==,i=4096"
-RFC_CLIENT_FINAL = (b"c=biws,r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,"
-                    b"p=dHzbZapWIk4jUhN+Ute9ytag9zjfMHgsqmmiz7AndVQ=")
+RFC_CLIENT_FINAL = (
+    b"c=biws,r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,p=dHzbZapWIk4jUhN+Ute9ytag9zjfMHgsqmmiz7AndVQ="
+)
 RFC_SERVER_FINAL = b"v=6rriTRBi23WpRR/wtup+mMhUZUn/dB5nLTJRsjl95G4="
 
 
@@ -36,6 +38,7 @@ def rfc_client() -> sasl.ScramClient:
 
 
 # -- SCRAM --------------------------------------------------------------------------------
+
 
 def test_scram_sha256_rfc7677_vector():
     c = rfc_client()
@@ -85,13 +88,16 @@ def test_scram_too_few_iterations_are_refused():
         c.respond(f"r={RFC_NONCE}abc,s=W22ZaJ0SNY7soEsUEjb6gQ==,i=4095".encode())
 
 
-@pytest.mark.parametrize("server_first", [
-    b"s=W22ZaJ0SNY7soEsUEjb6gQ==,i=4096",                       # no nonce
-    f"r={RFC_NONCE}x,s=!!!,i=4096".encode(),                     # bad salt
-    f"r={RFC_NONCE}x,s=W22ZaJ0SNY7soEsUEjb6gQ==,i=lots".encode(),  # bad count
-    f"m=ext,r={RFC_NONCE}x,s=W22ZaJ0SNY7soEsUEjb6gQ==,i=4096".encode(),  # mandatory extension
-    b"\xff\xfe",
-])
+@pytest.mark.parametrize(
+    "server_first",
+    [
+        b"s=W22ZaJ0SNY7soEsUEjb6gQ==,i=4096",  # no nonce
+        f"r={RFC_NONCE}x,s=!!!,i=4096".encode(),  # bad salt
+        f"r={RFC_NONCE}x,s=W22ZaJ0SNY7soEsUEjb6gQ==,i=lots".encode(),  # bad count
+        f"m=ext,r={RFC_NONCE}x,s=W22ZaJ0SNY7soEsUEjb6gQ==,i=4096".encode(),  # mandatory extension
+        b"\xff\xfe",
+    ],
+)
 def test_scram_malformed_server_first_is_refused(server_first):
     c = rfc_client()
     c.first()
@@ -156,6 +162,7 @@ def test_scram_nonces_are_random_and_printable():
 
 # -- PLAIN --------------------------------------------------------------------------------
 
+
 def test_plain_message():
     p = sasl.Plain("alice", sasl.Password("alice-secret"))
     assert p.first() == b"\0alice\0alice-secret"
@@ -166,6 +173,7 @@ def test_plain_message():
 
 # -- configuration ------------------------------------------------------------------------
 
+
 def build(**given: Any) -> dict[str, Any]:
     return _config.build(_config.ADMIN, {k.replace("_", "."): v for k, v in given.items()})
 
@@ -175,15 +183,15 @@ def test_config_sasl_protocols_and_defaults():
     assert c["security.protocol"] == "SASL_PLAINTEXT" and c["sasl.mechanism"] == "PLAIN"
     s = sasl.from_config(c)
     assert (s.mechanism, s.username, s.password.value) == ("PLAIN", "alice", SECRET)
-    c = build(security_protocol="SASL_SSL", sasl_mechanism="scram-sha-512", sasl_username="bob",
-              sasl_password=SECRET)
+    c = build(security_protocol="SASL_SSL", sasl_mechanism="scram-sha-512", sasl_username="bob", sasl_password=SECRET)
     assert sasl.from_config(c).mechanism == "SCRAM-SHA-512"
     assert tls.context(c) is not None  # SASL_SSL is TLS first
     assert tls.context(build(security_protocol="SASL_PLAINTEXT", sasl_username="a", sasl_password="b")) is None
     assert sasl.from_config(build()) is None
     # underscored keyword arguments, as the clients take them
-    c = _config.build(_config.PRODUCER, {"security_protocol": "SASL_PLAINTEXT", "sasl_username": "a",
-                                         "sasl_password": "b"})
+    c = _config.build(
+        _config.PRODUCER, {"security_protocol": "SASL_PLAINTEXT", "sasl_username": "a", "sasl_password": "b"}
+    )
     assert sasl.from_config(c).username == "a"
 
 
@@ -192,15 +200,18 @@ def test_config_refuses_gssapi():
         build(security_protocol="SASL_PLAINTEXT", sasl_mechanism="GSSAPI", sasl_username="a", sasl_password="b")
 
 
-@pytest.mark.parametrize("settings,message", [
-    ({}, "needs sasl.oauthbearer.method=oidc"),
-    ({"sasl_oauthbearer_config": "principal=a"}, "enable.sasl.oauthbearer.unsecure.jwt=true"),
-    ({"sasl_oauthbearer_config": "scope=x", "enable_sasl_oauthbearer_unsecure_jwt": True}, "principal=<name>"),
-    ({"sasl_oauthbearer_method": "oidc"}, "token.endpoint.url"),
-    ({"sasl_oauthbearer_method": "saml"}, "use default or oidc"),
-    ({"oauth_cb": "not callable"}, "oauth_cb must be a callable"),
-    ({"sasl_oauthbearer_extensions": "a b", "oauth_cb": lambda c: ("t", 1)}, "is not key=value"),
-])
+@pytest.mark.parametrize(
+    "settings,message",
+    [
+        ({}, "needs sasl.oauthbearer.method=oidc"),
+        ({"sasl_oauthbearer_config": "principal=a"}, "enable.sasl.oauthbearer.unsecure.jwt=true"),
+        ({"sasl_oauthbearer_config": "scope=x", "enable_sasl_oauthbearer_unsecure_jwt": True}, "principal=<name>"),
+        ({"sasl_oauthbearer_method": "oidc"}, "token.endpoint.url"),
+        ({"sasl_oauthbearer_method": "saml"}, "use default or oidc"),
+        ({"oauth_cb": "not callable"}, "oauth_cb must be a callable"),
+        ({"sasl_oauthbearer_extensions": "a b", "oauth_cb": lambda c: ("t", 1)}, "is not key=value"),
+    ],
+)
 def test_oauthbearer_config_names_what_is_missing(settings, message):
     with pytest.raises(ConfigError, match=message):
         build(security_protocol="SASL_PLAINTEXT", sasl_mechanism="oauthbearer", **settings)
@@ -237,8 +248,13 @@ def test_oauthbearer_tokens_are_fetched_again_after_80_percent_of_their_life():
     assert sig == "" and expiry == 5060.0
     import base64
     import json
-    assert json.loads(base64.urlsafe_b64decode(claims + "==")) == {"sub": "bob", "iat": 5000, "exp": 5060,
-                                                                   "scope": ["a", "b"]}
+
+    assert json.loads(base64.urlsafe_b64decode(claims + "==")) == {
+        "sub": "bob",
+        "iat": 5000,
+        "exp": 5060,
+        "scope": ["a", "b"],
+    }
 
 
 def test_config_refuses_unknown_mechanism_and_protocol():
@@ -248,8 +264,9 @@ def test_config_refuses_unknown_mechanism_and_protocol():
         build(security_protocol="SASL")
 
 
-@pytest.mark.parametrize("given", [{}, {"sasl.username": "alice"}, {"sasl.password": SECRET},
-                                   {"sasl.username": "", "sasl.password": SECRET}])
+@pytest.mark.parametrize(
+    "given", [{}, {"sasl.username": "alice"}, {"sasl.password": SECRET}, {"sasl.username": "", "sasl.password": SECRET}]
+)
 def test_config_sasl_needs_user_and_password(given):
     with pytest.raises(ConfigError, match="needs a user and a password") as e:
         _config.build(_config.ADMIN, {"security.protocol": "SASL_SSL", **given})
@@ -257,8 +274,10 @@ def test_config_sasl_needs_user_and_password(given):
 
 
 def test_config_jaas():
-    jaas = ('org.apache.kafka.common.security.scram.ScramLoginModule required '
-            'username="alice" password="alice-\\"secret\\"";')
+    jaas = (
+        "org.apache.kafka.common.security.scram.ScramLoginModule required "
+        'username="alice" password="alice-\\"secret\\"";'
+    )
     c = build(security_protocol="SASL_PLAINTEXT", sasl_mechanism="SCRAM-SHA-256", sasl_jaas_config=jaas)
     s = sasl.from_config(c)
     assert (s.username, s.password.value) == ("alice", 'alice-"secret"')
@@ -267,14 +286,18 @@ def test_config_jaas():
     assert (s.username, s.password.value) == ("bob", 'alice-"secret"')
     s = sasl.from_config(build(security_protocol="SASL_PLAINTEXT", sasl_jaas_config=jaas, sasl_password="pw"))
     assert (s.username, s.password.value) == ("alice", "pw")
-    assert sasl.parse_jaas("org.apache.kafka.common.security.plain.PlainLoginModule required\n"
-                           "  username=alice\n  password=\"a b\";") == {"username": "alice", "password": "a b"}
+    assert sasl.parse_jaas(
+        'org.apache.kafka.common.security.plain.PlainLoginModule required\n  username=alice\n  password="a b";'
+    ) == {"username": "alice", "password": "a b"}
 
 
-@pytest.mark.parametrize("jaas", [
-    f'username="alice" password="{SECRET}";',                               # no login module
-    f'org.apache.kafka.common.security.plain.PlainLoginModule required username="a" password="{SECRET}"',  # no ';'
-])
+@pytest.mark.parametrize(
+    "jaas",
+    [
+        f'username="alice" password="{SECRET}";',  # no login module
+        f'org.apache.kafka.common.security.plain.PlainLoginModule required username="a" password="{SECRET}"',  # no ';'
+    ],
+)
 def test_config_bad_jaas_does_not_quote_it(jaas):
     with pytest.raises(ConfigError, match="sasl.jaas.config") as e:
         build(security_protocol="SASL_PLAINTEXT", sasl_jaas_config=jaas)
@@ -285,9 +308,15 @@ def test_password_never_in_repr_or_messages():
     jaas = f'org.apache.kafka.common.security.plain.PlainLoginModule required username="alice" password="{SECRET}";'
     c = build(security_protocol="SASL_PLAINTEXT", sasl_password=SECRET, sasl_username="alice", sasl_jaas_config=jaas)
     s = sasl.from_config(c)
-    texts = [repr(c), str(c), repr(s), str(s.password), repr(s.client()),
-             repr(sasl.ScramClient("SCRAM-SHA-256", "alice", sasl.Password(SECRET))),
-             str(SaslAuthenticationError("127.0.0.1:9092", "PLAIN", "alice", "Authentication failed", 58))]
+    texts = [
+        repr(c),
+        str(c),
+        repr(s),
+        str(s.password),
+        repr(s.client()),
+        repr(sasl.ScramClient("SCRAM-SHA-256", "alice", sasl.Password(SECRET))),
+        str(SaslAuthenticationError("127.0.0.1:9092", "PLAIN", "alice", "Authentication failed", 58)),
+    ]
     for text in texts:
         assert SECRET not in text, text
     assert isinstance(c["sasl.password"], sasl.Password) and c["sasl.password"] == sasl.Password(SECRET)
@@ -297,6 +326,7 @@ def test_password_never_in_repr_or_messages():
 
 def test_producer_refuses_sasl_without_credentials():
     import logbroker
+
     with pytest.raises(ConfigError):
         logbroker.Producer(bootstrap_servers="127.0.0.1:1", security_protocol="SASL_PLAINTEXT")
 
@@ -304,9 +334,12 @@ def test_producer_refuses_sasl_without_credentials():
 def test_sasl_authentication_error():
     e = SaslAuthenticationError("h:1 (node 1)", "SCRAM-SHA-256", "alice", "Authentication failed", 58)
     assert isinstance(e, KafkaError) and not e.retriable
-    assert str(e) == ("SASL authentication of user 'alice' with SCRAM-SHA-256 at broker h:1 (node 1) failed: "
-                      "SASL_AUTHENTICATION_FAILED (58): Authentication failed")
+    assert str(e) == (
+        "SASL authentication of user 'alice' with SCRAM-SHA-256 at broker h:1 (node 1) failed: "
+        "SASL_AUTHENTICATION_FAILED (58): Authentication failed"
+    )
     import pickle
+
     assert str(pickle.loads(pickle.dumps(e))) == str(e)
 
 
@@ -333,7 +366,7 @@ class MemoryBroker:
                 return
             while data:
                 (size,) = struct.unpack(">i", data[:4])
-                frame, data = data[4:4 + size], data[4 + size:]
+                frame, data = data[4 : 4 + size], data[4 + size :]
                 header, req = decode_request(frame)
                 key, ver = header.request_api_key, header.request_api_version
                 self.seen.append((key, ver, req))
@@ -362,15 +395,21 @@ class MemoryBroker:
 
 def api_versions(skip: tuple[int, ...] = ()) -> Any:
     cls = RESPONSES[18]
-    return cls(api_keys=[cls.ApiVersion(api_key=k, min_version=r.valid_versions[0], max_version=r.valid_versions[1])
-                         for k, r in REQUESTS.items() if k not in skip])
+    return cls(
+        api_keys=[
+            cls.ApiVersion(api_key=k, min_version=r.valid_versions[0], max_version=r.valid_versions[1])
+            for k, r in REQUESTS.items()
+            if k not in skip
+        ]
+    )
 
 
 class Broker:
     """A SASL broker's answers: PLAIN with `users`, SCRAM with `scram` servers per user."""
 
-    def __init__(self, users: dict[str, str], mechanisms=("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"),
-                 lifetime_ms: int = 0) -> None:
+    def __init__(
+        self, users: dict[str, str], mechanisms=("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"), lifetime_ms: int = 0
+    ) -> None:
         self.users = users
         self.mechanisms = list(mechanisms)
         self.lifetime_ms = lifetime_ms
@@ -502,6 +541,7 @@ def test_connection_refuses_a_server_with_the_wrong_signature():
 def test_connection_refuses_a_broker_without_sasl_authenticate():
     def handler(key, version, req):
         return api_versions(skip=(36,)) if key == 18 else None
+
     results: list[Any] = []
     conn = Connection(1, "127.0.0.1", 9092, "test", sasl_conf(), on_auth=lambda c, e: results.append(e))
     conn.connected(0.0)
@@ -550,8 +590,9 @@ def test_connection_reauthentication_failure_closes_it():
 
 
 def test_network_backs_off_after_an_authentication_failure():
-    net = Network([("127.0.0.1", 9092)], "test", 30.0, reconnect_backoff=0.05, reconnect_backoff_max=1.0,
-                  sasl=sasl_conf())
+    net = Network(
+        [("127.0.0.1", 9092)], "test", 30.0, reconnect_backoff=0.05, reconnect_backoff_max=1.0, sasl=sasl_conf()
+    )
     told: list[BaseException] = []
     net.on_auth_error = told.append
     broker = Broker({"alice": "other"})
@@ -581,6 +622,7 @@ def test_network_backs_off_after_an_authentication_failure():
 def test_core_hooks_fail_waiters_fast():
     from logbroker.client.fetcher import ConsumerCore
     from logbroker.client.sender import ProducerCore
+
     conf = {"security.protocol": "SASL_PLAINTEXT", "sasl.username": "alice", "sasl.password": SECRET}
     err = SaslAuthenticationError("h:1", "PLAIN", "alice", "Authentication failed", 58)
     consumer = ConsumerCore(_config.build(_config.CONSUMER, conf))
@@ -598,20 +640,28 @@ def test_core_hooks_fail_waiters_fast():
 # -- end to end, against a broker with SASL listeners -------------------------------------
 
 ADMIN_PASSWORD = "admin-secret"
-BROKER_JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" '
-               f'password="{ADMIN_PASSWORD}" user_admin="{ADMIN_PASSWORD}" user_alice="alice-secret";')
+BROKER_JAAS = (
+    'org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" '
+    f'password="{ADMIN_PASSWORD}" user_admin="{ADMIN_PASSWORD}" user_alice="alice-secret";'
+)
 SCRAM_USERS = {"bob": ("SCRAM-SHA-256", "bob-secret"), "carol": ("SCRAM-SHA-512", "carol-secret")}
 
 
 def sasl_broker(tmp_path, listener: str = "SASL_PLAINTEXT", config: dict | None = None, **settings):
     import logbroker
+
     conf = {f"listener.name.{listener.lower()}.plain.sasl.jaas.config": BROKER_JAAS, **(config or {})}
     return logbroker.Broker(data_dir=tmp_path / "d", listener=listener, config=conf, **settings)
 
 
 def ours(mechanism: str, user: str, password: str, protocol: str = "SASL_PLAINTEXT", **extra) -> dict:
-    return {"security_protocol": protocol, "sasl_mechanism": mechanism, "sasl_username": user,
-            "sasl_password": password, **extra}
+    return {
+        "security_protocol": protocol,
+        "sasl_mechanism": mechanism,
+        "sasl_username": user,
+        "sasl_password": password,
+        **extra,
+    }
 
 
 def admin_auth(**extra) -> dict:
@@ -620,13 +670,16 @@ def admin_auth(**extra) -> dict:
 
 def add_scram_users(bs: str, **extra) -> None:
     import logbroker
+
     with logbroker.Admin(bs, **admin_auth(**extra)) as admin:
         admin.alter_user_scram_credentials(
-            upsertions=[(user, mechanism, password, 4096) for user, (mechanism, password) in SCRAM_USERS.items()])
+            upsertions=[(user, mechanism, password, 4096) for user, (mechanism, password) in SCRAM_USERS.items()]
+        )
 
 
 def roundtrip_sync(bs: str, auth: dict, topic: str, n: int = 200) -> list[bytes]:
     import logbroker
+
     with logbroker.Producer(bs, **auth) as p:
         futs = [p.send(topic, b"%s-%d" % (topic.encode(), i)) for i in range(n)]
         p.flush(30)
@@ -645,8 +698,9 @@ def expected(topic: str, n: int = 200) -> list[bytes]:
     return sorted(b"%s-%d" % (topic.encode(), i) for i in range(n))
 
 
-JAAS_CAROL = ('org.apache.kafka.common.security.scram.ScramLoginModule required '
-              'username="carol" password="carol-secret";')
+JAAS_CAROL = (
+    'org.apache.kafka.common.security.scram.ScramLoginModule required username="carol" password="carol-secret";'
+)
 
 
 def test_e2e_sync_clients_plain_and_scram(tmp_path):
@@ -655,8 +709,11 @@ def test_e2e_sync_clients_plain_and_scram(tmp_path):
         add_scram_users(bs)
         assert roundtrip_sync(bs, ours("PLAIN", "alice", "alice-secret"), "t-alice") == expected("t-alice")
         assert roundtrip_sync(bs, ours("SCRAM-SHA-256", "bob", "bob-secret"), "t-bob") == expected("t-bob")
-        jaas = {"security_protocol": "SASL_PLAINTEXT", "sasl_mechanism": "SCRAM-SHA-512",
-                "sasl_jaas_config": JAAS_CAROL}
+        jaas = {
+            "security_protocol": "SASL_PLAINTEXT",
+            "sasl_mechanism": "SCRAM-SHA-512",
+            "sasl_jaas_config": JAAS_CAROL,
+        }
         assert roundtrip_sync(bs, jaas, "t-carol") == expected("t-carol")
 
 
@@ -686,14 +743,18 @@ def test_e2e_trio_clients_scram(tmp_path):
         assert trio.run(main) == expected("t-aio", 100)
 
 
-@pytest.mark.parametrize("mechanism,user,password", [
-    ("PLAIN", "alice", "wrong"),
-    ("SCRAM-SHA-256", "bob", "wrong"),
-    ("SCRAM-SHA-512", "bob", "bob-secret"),  # bob has only a SCRAM-SHA-256 credential
-    ("SCRAM-SHA-256", "nobody", "x"),
-])
+@pytest.mark.parametrize(
+    "mechanism,user,password",
+    [
+        ("PLAIN", "alice", "wrong"),
+        ("SCRAM-SHA-256", "bob", "wrong"),
+        ("SCRAM-SHA-512", "bob", "bob-secret"),  # bob has only a SCRAM-SHA-256 credential
+        ("SCRAM-SHA-256", "nobody", "x"),
+    ],
+)
 def test_e2e_wrong_credentials_fail_fast(tmp_path, mechanism, user, password):
     import logbroker
+
     with sasl_broker(tmp_path) as b:
         bs = b.bootstrap_servers
         add_scram_users(bs)
@@ -750,8 +811,9 @@ def test_e2e_trio_wrong_password_fails_fast(tmp_path):
 
 
 def test_e2e_sasl_ssl(tmp_path):
-    import logbroker
     from test_tls import Pki
+
+    import logbroker
 
     pki = Pki(tmp_path)
     tls_conf = {"ssl_truststore_location": str(pki.ca_pem)}
@@ -765,9 +827,11 @@ def test_e2e_sasl_ssl(tmp_path):
                 a.list_topics(timeout=10)
         # SASL_SSL is TLS first: a client that does not trust the broker never gets to SASL
         with pytest.raises((KafkaError, ConnectionError), match="CERTIFICATE_VERIFY_FAILED|certificate"):
-            with logbroker.Admin(bs, request_timeout_ms=3000, **ours(
-                    "SCRAM-SHA-256", "bob", "bob-secret", "SASL_SSL",
-                    ssl_truststore_location=str(pki.other_ca_pem))) as a:
+            with logbroker.Admin(
+                bs,
+                request_timeout_ms=3000,
+                **ours("SCRAM-SHA-256", "bob", "bob-secret", "SASL_SSL", ssl_truststore_location=str(pki.other_ca_pem)),
+            ) as a:
                 a.list_topics(timeout=3)
 
 
@@ -775,18 +839,25 @@ def test_e2e_reauthentication_keeps_the_connection(tmp_path):
     """connections.max.reauth.ms=1500: the clients re-authenticate in place (KIP-368) and
     go on producing and consuming on the same connections."""
     import logbroker
+
     with sasl_broker(tmp_path, config={"connections.max.reauth.ms": "1500"}) as b:
         bs = b.bootstrap_servers
         add_scram_users(bs)
         auth = ours("SCRAM-SHA-256", "bob", "bob-secret")
-        with logbroker.Producer(bs, **auth) as p, \
-                logbroker.Consumer(bs, group_id="g-re", auto_offset_reset="earliest", **auth) as c:
+        with (
+            logbroker.Producer(bs, **auth) as p,
+            logbroker.Consumer(bs, group_id="g-re", auto_offset_reset="earliest", **auth) as c,
+        ):
             p.send("t-re", b"first").result(10)  # the topic exists before the group forms
             c.subscribe(["t-re"])
             got = c.poll(5)
             cores = (p._core, c._core)
-            conns = {(i, node): (conn, conn.reauth_at) for i, core in enumerate(cores)
-                     for node, conn in core.net.conns.items() if conn.state == "ready"}
+            conns = {
+                (i, node): (conn, conn.reauth_at)
+                for i, core in enumerate(cores)
+                for node, conn in core.net.conns.items()
+                if conn.state == "ready"
+            }
             assert conns and all(at is not None for _, at in conns.values())
             deadline = time.monotonic() + 5  # > 3 session lifetimes
             i = 0
@@ -809,8 +880,11 @@ def test_e2e_broker_connection(tmp_path):
     with sasl_broker(tmp_path) as b:
         bs = b.bootstrap_servers
         add_scram_users(bs)
-        conf = {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "SCRAM-SHA-512",
-                "sasl.jaas.config": JAAS_CAROL}
+        conf = {
+            "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": "SCRAM-SHA-512",
+            "sasl.jaas.config": JAAS_CAROL,
+        }
         with BrokerConnection(bs, config=conf) as conn:
             assert conn.send(REQUESTS[3](topics=None)).brokers
         with pytest.raises(ClientError, match="SCRAM-SHA-512.*Authentication failed") as e:

@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import uuid
 
-from logbroker import Cluster
-from logbroker.protocol import REQUESTS, ErrorCode
 from rawclient import RawClient
 from replication_helpers import FAST, create, full_isr
+
+from logbroker import Cluster
+from logbroker.protocol import REQUESTS, ErrorCode
 
 AlterPartition = REQUESTS[56]
 
@@ -18,23 +19,44 @@ AlterPartition = REQUESTS[56]
 def state(node, topic: str) -> tuple[uuid.UUID, int, int, list[int], list[int]]:
     """(topic id, leader, leader epoch, replicas, ISR) of partition 0, from Metadata."""
     with RawClient(node.bootstrap_servers) as c:
-        t = c.request(3, 12, REQUESTS[3](topics=[REQUESTS[3].MetadataRequestTopic(name=topic)],
-                                         allow_auto_topic_creation=False)).topics[0]
+        t = c.request(
+            3, 12, REQUESTS[3](topics=[REQUESTS[3].MetadataRequestTopic(name=topic)], allow_auto_topic_creation=False)
+        ).topics[0]
     p = t.partitions[0]
     return t.topic_id, p.leader_id, p.leader_epoch, list(p.replica_nodes), list(p.isr_nodes)
 
 
-def alter(node, broker_id: int, topic_id: uuid.UUID, leader_epoch: int, partition_epoch: int, isr: list[int],
-          broker_epoch: int = -1, version: int = 3):
+def alter(
+    node,
+    broker_id: int,
+    topic_id: uuid.UUID,
+    leader_epoch: int,
+    partition_epoch: int,
+    isr: list[int],
+    broker_epoch: int = -1,
+    version: int = 3,
+):
     if version >= 3:
         part = AlterPartition.PartitionData(
-            partition_index=0, leader_epoch=leader_epoch, partition_epoch=partition_epoch, leader_recovery_state=0,
-            new_isr_with_epochs=[AlterPartition.BrokerState(broker_id=b, broker_epoch=-1) for b in isr])
+            partition_index=0,
+            leader_epoch=leader_epoch,
+            partition_epoch=partition_epoch,
+            leader_recovery_state=0,
+            new_isr_with_epochs=[AlterPartition.BrokerState(broker_id=b, broker_epoch=-1) for b in isr],
+        )
     else:
-        part = AlterPartition.PartitionData(partition_index=0, leader_epoch=leader_epoch,
-                                            partition_epoch=partition_epoch, leader_recovery_state=0, new_isr=isr)
-    req = AlterPartition(broker_id=broker_id, broker_epoch=broker_epoch,
-                         topics=[AlterPartition.TopicData(topic_id=topic_id, partitions=[part])])
+        part = AlterPartition.PartitionData(
+            partition_index=0,
+            leader_epoch=leader_epoch,
+            partition_epoch=partition_epoch,
+            leader_recovery_state=0,
+            new_isr=isr,
+        )
+    req = AlterPartition(
+        broker_id=broker_id,
+        broker_epoch=broker_epoch,
+        topics=[AlterPartition.TopicData(topic_id=topic_id, partitions=[part])],
+    )
     with RawClient(f"127.0.0.1:{node.controller_port}") as c:
         r = c.request(56, version, req)
     if r.error_code:
@@ -59,19 +81,33 @@ def test_alter_partition_checks_and_commits(tmp_path):
 
         checks = [
             ("unknown topic id", alter(active, leader, uuid.uuid4(), epoch, pe, shrunk), ErrorCode.UNKNOWN_TOPIC_ID),
-            ("stale broker epoch", alter(active, leader, topic_id, epoch, pe, shrunk, broker_epoch=12345),
-             ErrorCode.STALE_BROKER_EPOCH),
+            (
+                "stale broker epoch",
+                alter(active, leader, topic_id, epoch, pe, shrunk, broker_epoch=12345),
+                ErrorCode.STALE_BROKER_EPOCH,
+            ),
             ("not the leader", alter(active, follower, topic_id, epoch, pe, shrunk), ErrorCode.NOT_LEADER_OR_FOLLOWER),
-            ("older leader epoch", alter(active, leader, topic_id, epoch - 1, pe, shrunk),
-             ErrorCode.FENCED_LEADER_EPOCH),
-            ("stale partition epoch", alter(active, leader, topic_id, epoch, pe - 1, shrunk),
-             ErrorCode.INVALID_UPDATE_VERSION),
-            ("ISR without the leader", alter(active, leader, topic_id, epoch, pe, [follower]),
-             ErrorCode.INVALID_REQUEST),
-            ("ISR with a non-replica", alter(active, leader, topic_id, epoch, pe, isr + [9]),
-             ErrorCode.INVALID_REQUEST),
-            ("not the active controller", alter(other, leader, topic_id, epoch, pe, shrunk),
-             ErrorCode.NOT_CONTROLLER),
+            (
+                "older leader epoch",
+                alter(active, leader, topic_id, epoch - 1, pe, shrunk),
+                ErrorCode.FENCED_LEADER_EPOCH,
+            ),
+            (
+                "stale partition epoch",
+                alter(active, leader, topic_id, epoch, pe - 1, shrunk),
+                ErrorCode.INVALID_UPDATE_VERSION,
+            ),
+            (
+                "ISR without the leader",
+                alter(active, leader, topic_id, epoch, pe, [follower]),
+                ErrorCode.INVALID_REQUEST,
+            ),
+            (
+                "ISR with a non-replica",
+                alter(active, leader, topic_id, epoch, pe, isr + [9]),
+                ErrorCode.INVALID_REQUEST,
+            ),
+            ("not the active controller", alter(other, leader, topic_id, epoch, pe, shrunk), ErrorCode.NOT_CONTROLLER),
         ]
         if epoch == 0:
             checks = [c for c in checks if c[0] != "older leader epoch"]

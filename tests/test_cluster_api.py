@@ -16,8 +16,8 @@ import sys
 import time
 
 import pytest
-
 from conftest import BrokerProcess, free_port
+
 from logbroker import Admin, Cluster, NewTopic
 from logbroker.client.connection import BrokerConnection
 from logbroker.protocol import REQUESTS
@@ -35,13 +35,15 @@ def controller_seen_by(node) -> int:
 
 
 def status(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "logbroker", "cluster", "status", *args],
-                          capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "logbroker", "cluster", "status", *args], capture_output=True, text=True, timeout=60
+    )
 
 
 def test_cluster_of_three(tmp_path):
-    with Cluster(3, data_dir=tmp_path, config={"broker.session.timeout.ms": 3000,
-                                               "broker.heartbeat.interval.ms": 300}) as cluster:
+    with Cluster(
+        3, data_dir=tmp_path, config={"broker.session.timeout.ms": 3000, "broker.heartbeat.interval.ms": 300}
+    ) as cluster:
         assert [brokers_and_topics(n)[0] for n in cluster.nodes] == [[1, 2, 3]] * 3
         controller = cluster.controller_id()
         assert controller in (1, 2, 3)
@@ -129,7 +131,8 @@ def test_cluster_status(tmp_path):
         assert doc["bootstrap_server"] == cluster.node(1).bootstrap_servers  # the first one answering
         assert doc["controller_id"] == controller and doc["cluster_id"]
         assert [(n["node_id"], n["port"], n["rack"], n["roles"]) for n in doc["nodes"]] == [
-            (n.node_id, n.port, rack, ["broker", "controller"]) for n, rack in zip(cluster.nodes, racks)]
+            (n.node_id, n.port, rack, ["broker", "controller"]) for n, rack in zip(cluster.nodes, racks)
+        ]
         q = doc["quorum"]
         assert doc["quorum_error"] is None and q["leader_id"] == controller and q["high_watermark"] > 0
         assert sorted(v["node_id"] for v in q["voters"]) == [1, 2, 3]
@@ -187,6 +190,10 @@ def test_cluster_status_unreachable_and_bad_arguments():
     bad = status("--bootstrap-server", "no-port-here")
     assert bad.returncode == 2 and "HOST:PORT" in bad.stderr and "'no-port-here'" in bad.stderr
     assert status("--no-such-flag").returncode == 2
-    usage = subprocess.run([sys.executable, "-m", "logbroker", "cluster"], capture_output=True, text=True,
-                           env={**os.environ, "COLUMNS": "200"})
+    usage = subprocess.run(
+        [sys.executable, "-m", "logbroker", "cluster"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "COLUMNS": "200"},
+    )
     assert usage.returncode == 2 and "status" in usage.stderr

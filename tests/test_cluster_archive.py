@@ -8,11 +8,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from test_archive import SMALL, archived_rows, settled_log_start, wait_for
 
 import logbroker
 from logbroker import Admin, NewTopic, Producer
 from logbroker.archive import ArchiveStore
-from test_archive import SMALL, archived_rows, settled_log_start, wait_for
 
 
 def leader_of(bs: str, topic: str) -> int:
@@ -55,8 +55,11 @@ def test_leader_archives_followers_follow_failover_resumes(tmp_path: Path) -> No
         start = log_start(bs, "carch")
         # Followers take the leader's log start and drop the same segments.
         for node in cluster.nodes:
-            wait_for(lambda node=node: first_segment(node.data_dir, "carch") >= start, timeout=60,
-                     what=f"node {node.node_id} deleting below {start}")
+            wait_for(
+                lambda node=node: first_segment(node.data_dir, "carch") >= start,
+                timeout=60,
+                what=f"node {node.node_id} deleting below {start}",
+            )
         archive_lines = {n.node_id: n.log_text().count("archived carch-0") for n in cluster.nodes}
         assert archive_lines[leader] > 0 and sum(archive_lines.values()) == archive_lines[leader], archive_lines
         # Kill the leader: a new one takes over and goes on archiving from the store.

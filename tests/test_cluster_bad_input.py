@@ -10,8 +10,8 @@ from __future__ import annotations
 import time
 
 import pytest
-
 from conftest import BrokerProcess, free_port, wait_until
+
 from logbroker.client.connection import BrokerConnection
 from logbroker.protocol import REQUESTS, ErrorCode
 
@@ -20,15 +20,29 @@ FAST = ["--set", "broker.session.timeout.ms=3000", "--set", "broker.heartbeat.in
 
 def node(tmp_path, i: int, ports: dict[int, tuple[int, int]], voters: str, extra=()) -> BrokerProcess:
     p, c = ports[i]
-    return BrokerProcess(tmp_path / f"node{i}", port=p, extra=[
-        "--node-id", str(i), "--voters", voters, *FAST, *extra,
-        "--listen", f"PLAINTEXT://127.0.0.1:{p},CONTROLLER://127.0.0.1:{c}"])
+    return BrokerProcess(
+        tmp_path / f"node{i}",
+        port=p,
+        extra=[
+            "--node-id",
+            str(i),
+            "--voters",
+            voters,
+            *FAST,
+            *extra,
+            "--listen",
+            f"PLAINTEXT://127.0.0.1:{p},CONTROLLER://127.0.0.1:{c}",
+        ],
+    )
 
 
 def create_topic(bp: BrokerProcess, name: str, timeout_ms: int = 3000):
     Req = REQUESTS[19]
-    req = Req(topics=[Req.CreatableTopic(name=name, num_partitions=1, replication_factor=1, assignments=[],
-                                         configs=[])], timeout_ms=timeout_ms, validate_only=False)
+    req = Req(
+        topics=[Req.CreatableTopic(name=name, num_partitions=1, replication_factor=1, assignments=[], configs=[])],
+        timeout_ms=timeout_ms,
+        validate_only=False,
+    )
     with BrokerConnection(bp.bootstrap_servers, timeout=30) as c:
         return c.send(req, version=5).topics[0]
 
@@ -89,9 +103,19 @@ def test_a_node_reusing_a_voters_id_or_disagreeing_on_the_voters_is_refused(tmp_
         # a fourth process configured as node 2 (copied config, its own ports): refused
         # before it writes anything
         pd, cd = free_port(), free_port()
-        dup = BrokerProcess(tmp_path / "dup", port=pd, extra=[
-            "--node-id", "2", "--voters", voters, *FAST,
-            "--listen", f"PLAINTEXT://127.0.0.1:{pd},CONTROLLER://127.0.0.1:{cd}"])
+        dup = BrokerProcess(
+            tmp_path / "dup",
+            port=pd,
+            extra=[
+                "--node-id",
+                "2",
+                "--voters",
+                voters,
+                *FAST,
+                "--listen",
+                f"PLAINTEXT://127.0.0.1:{pd},CONTROLLER://127.0.0.1:{cd}",
+            ],
+        )
         with pytest.raises(RuntimeError, match="broker did not start"):
             dup.start(timeout=20)
         text = dup.log_text()
@@ -102,12 +126,24 @@ def test_a_node_reusing_a_voters_id_or_disagreeing_on_the_voters_is_refused(tmp_
         # voter refuses it and logs why; the cluster goes on unchanged
         p4, c4 = free_port(), free_port()
         other_voters = f"4@127.0.0.1:{c4},{voters}"
-        stray = BrokerProcess(tmp_path / "stray", port=p4, extra=[
-            "--node-id", "4", "--voters", other_voters, *FAST,
-            "--listen", f"PLAINTEXT://127.0.0.1:{p4},CONTROLLER://127.0.0.1:{c4}"]).start()
+        stray = BrokerProcess(
+            tmp_path / "stray",
+            port=p4,
+            extra=[
+                "--node-id",
+                "4",
+                "--voters",
+                other_voters,
+                *FAST,
+                "--listen",
+                f"PLAINTEXT://127.0.0.1:{p4},CONTROLLER://127.0.0.1:{c4}",
+            ],
+        ).start()
         try:
-            wait_until(lambda: all("belongs to cluster" in bp.log_text() for bp in nodes),
-                       what="every voter refusing the stray node")
+            wait_until(
+                lambda: all("belongs to cluster" in bp.log_text() for bp in nodes),
+                what="every voter refusing the stray node",
+            )
             line = next(x for x in nodes[0].log_text().splitlines() if "belongs to cluster" in x)
             assert "controller 4" in line and "refused" in line
             assert create_topic(stray, "stray-topic", timeout_ms=2000).error_code != 0

@@ -12,10 +12,9 @@ import sys
 from pathlib import Path
 
 import pytest
-
+from conftest import needs_java
 from test_client_java import consume, produce
 from test_cluster_lifecycle import metadata, start_cluster, wait_for
-from conftest import needs_java
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -42,31 +41,57 @@ def test_kafka_tools_and_java_client_through_any_broker(tmp_path, kafka_tools):
         controller = metadata(nodes[0])[2]
         others = [bp for i, bp in enumerate(nodes, 1) if i != controller]
         topics = "org.apache.kafka.tools.TopicCommand"
-        tool(kafka_tools, topics, ["--bootstrap-server", others[0].bootstrap_servers, "--create", "--topic", "jt",
-                                   "--partitions", "6", "--replication-factor", "3"])
+        tool(
+            kafka_tools,
+            topics,
+            [
+                "--bootstrap-server",
+                others[0].bootstrap_servers,
+                "--create",
+                "--topic",
+                "jt",
+                "--partitions",
+                "6",
+                "--replication-factor",
+                "3",
+            ],
+        )
         for bp in nodes:  # the same replicas, ISR and leaders from every broker
             wait_for(lambda bp=bp: sum(1 for t, _ in metadata(bp)[1] if t == "jt") == 6, what="jt everywhere")
-        described = tool(kafka_tools, topics, ["--bootstrap-server", others[1].bootstrap_servers, "--describe",
-                                               "--topic", "jt"])
+        described = tool(
+            kafka_tools, topics, ["--bootstrap-server", others[1].bootstrap_servers, "--describe", "--topic", "jt"]
+        )
         rows = re.findall(r"Partition: (\d+)\s+Leader: (\d+)\s+Replicas: ([\d,]+)\s+Isr: ([\d,]+)", described)
         assert len(rows) == 6, described
         assert {leader for _, leader, _, _ in rows} == {"1", "2", "3"}
-        assert all(sorted(r.split(",")) == ["1", "2", "3"] and sorted(isr.split(",")) == ["1", "2", "3"] and r.split(",")[0] == leader
-                   for _, leader, r, isr in rows), described
+        assert all(
+            sorted(r.split(",")) == ["1", "2", "3"]
+            and sorted(isr.split(",")) == ["1", "2", "3"]
+            and r.split(",")[0] == leader
+            for _, leader, r, isr in rows
+        ), described
         _, parts, _ = metadata(nodes[controller - 1])
-        assert {int(p): int(leader) for p, leader, _, _ in rows} == {p: v[0] for (t, p), v in parts.items() if t == "jt"}
+        assert {int(p): int(leader) for p, leader, _, _ in rows} == {
+            p: v[0] for (t, p), v in parts.items() if t == "jt"
+        }
 
         lines = [f"k{i}:v{i}" for i in range(300)]
         produce(kafka_tools, others[0].bootstrap_servers, "jt", lines, "lz4")
         got = consume(kafka_tools, others[1].bootstrap_servers, "jt", 300, "jgroup", "classic")
         assert sorted(got) == sorted(lines)
 
-        quorum = tool(kafka_tools, "org.apache.kafka.tools.MetadataQuorumCommand",
-                      ["--bootstrap-server", others[1].bootstrap_servers, "describe", "--status"])
+        quorum = tool(
+            kafka_tools,
+            "org.apache.kafka.tools.MetadataQuorumCommand",
+            ["--bootstrap-server", others[1].bootstrap_servers, "describe", "--status"],
+        )
         assert re.search(rf"LeaderId:\s+{controller}\b", quorum), quorum
         assert re.search(r"CurrentVoters:\s+\[.*1.*2.*3", quorum, re.S), quorum
-        replication = tool(kafka_tools, "org.apache.kafka.tools.MetadataQuorumCommand",
-                           ["--bootstrap-server", others[0].bootstrap_servers, "describe", "--replication"])
+        replication = tool(
+            kafka_tools,
+            "org.apache.kafka.tools.MetadataQuorumCommand",
+            ["--bootstrap-server", others[0].bootstrap_servers, "describe", "--replication"],
+        )
         assert "Leader" in replication and "Follower" in replication, replication
     finally:
         for bp in nodes:
@@ -79,9 +104,10 @@ def test_kafka_reassign_partitions_and_leader_election_tools(tmp_path, kafka_too
     preferred replica after an out-of-order reassignment."""
     import json
 
-    from logbroker import Cluster
-    from replication_helpers import FAST, assign, layout, produce_all, read_all
     from conftest import wait_until
+    from replication_helpers import FAST, assign, layout, produce_all, read_all
+
+    from logbroker import Cluster
 
     config = dict(FAST, **{"auto.leader.rebalance.enable": "false"})
     with Cluster(3, data_dir=tmp_path / "c", config=config) as cluster:
@@ -90,18 +116,53 @@ def test_kafka_reassign_partitions_and_leader_election_tools(tmp_path, kafka_too
         plan = tmp_path / "plan.json"
         plan.write_text(json.dumps({"version": 1, "partitions": [{"topic": "jr", "partition": 0, "replicas": [3, 1]}]}))
         reassign = "org.apache.kafka.tools.reassign.ReassignPartitionsCommand"
-        out = tool(kafka_tools, reassign, ["--bootstrap-server", cluster.node(2).bootstrap_servers,
-                                           "--reassignment-json-file", str(plan), "--execute"])
+        out = tool(
+            kafka_tools,
+            reassign,
+            [
+                "--bootstrap-server",
+                cluster.node(2).bootstrap_servers,
+                "--reassignment-json-file",
+                str(plan),
+                "--execute",
+            ],
+        )
         assert "Successfully started partition reassignment" in out, out
-        wait_until(lambda: "is completed" in tool(kafka_tools, reassign, [
-            "--bootstrap-server", cluster.node(1).bootstrap_servers, "--reassignment-json-file", str(plan),
-            "--verify"]), timeout=60, what="kafka-reassign-partitions --verify: completed")
+        wait_until(
+            lambda: (
+                "is completed"
+                in tool(
+                    kafka_tools,
+                    reassign,
+                    [
+                        "--bootstrap-server",
+                        cluster.node(1).bootstrap_servers,
+                        "--reassignment-json-file",
+                        str(plan),
+                        "--verify",
+                    ],
+                )
+            ),
+            timeout=60,
+            what="kafka-reassign-partitions --verify: completed",
+        )
         leader, _e, replicas, isr = layout(cluster.node(1))[("jr", 0)]
         assert replicas == [3, 1] and sorted(isr) == [1, 3] and leader == 1, "1 is a target: it keeps the leadership"
         wait_until(lambda: not (tmp_path / "c" / "node2" / "jr-0").exists(), what="broker 2's replica deleted")
-        out = tool(kafka_tools, "org.apache.kafka.tools.LeaderElectionCommand", [
-            "--bootstrap-server", cluster.node(3).bootstrap_servers, "--election-type", "preferred",
-            "--topic", "jr", "--partition", "0"])
+        out = tool(
+            kafka_tools,
+            "org.apache.kafka.tools.LeaderElectionCommand",
+            [
+                "--bootstrap-server",
+                cluster.node(3).bootstrap_servers,
+                "--election-type",
+                "preferred",
+                "--topic",
+                "jr",
+                "--partition",
+                "0",
+            ],
+        )
         assert "Successfully completed leader election (PREFERRED) for partitions jr-0" in out, out
         assert layout(cluster.node(1))[("jr", 0)][0] == 3
         assert sorted(v for _, v in read_all(cluster.bootstrap_servers, "jr")) == sorted(v for _, _, v in acked)

@@ -11,24 +11,34 @@ import time
 
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
-
 from conftest import wait_until
+from rawclient import RawClient
+
 from logbroker import Cluster
 from logbroker.protocol import REQUESTS
-from rawclient import RawClient
 
 
 def describe_quorum(bs: str):
     dq = REQUESTS[55]
     with RawClient(bs) as c:
-        r = c.request(55, 2, dq(topics=[dq.TopicData(topic_name="__cluster_metadata",
-                                                     partitions=[dq.PartitionData(partition_index=0)])]))
+        r = c.request(
+            55,
+            2,
+            dq(
+                topics=[dq.TopicData(topic_name="__cluster_metadata", partitions=[dq.PartitionData(partition_index=0)])]
+            ),
+        )
     return r.topics[0].partitions[0]
 
 
 def test_three_controllers_two_brokers(tmp_path):
-    with Cluster(3, broker_only=2, controller_only=True, data_dir=tmp_path,
-                 config={"broker.session.timeout.ms": 3000, "broker.heartbeat.interval.ms": 500}) as cluster:
+    with Cluster(
+        3,
+        broker_only=2,
+        controller_only=True,
+        data_dir=tmp_path,
+        config={"broker.session.timeout.ms": 3000, "broker.heartbeat.interval.ms": 500},
+    ) as cluster:
         assert [n.node_id for n in cluster.brokers] == [4, 5]
         bs = cluster.bootstrap_servers
         admin = AdminClient({"bootstrap.servers": bs})
@@ -62,8 +72,12 @@ def test_three_controllers_two_brokers(tmp_path):
             p = Producer({"bootstrap.servers": bs, "acks": "all", "enable.idempotence": True, "linger.ms": 5})
             i = 0
             while not stop.is_set():
-                p.produce("orders", str(i).encode(), key=str(i).encode(),
-                          on_delivery=lambda err, m: errors.append(err) if err else acked.append(int(m.value())))
+                p.produce(
+                    "orders",
+                    str(i).encode(),
+                    key=str(i).encode(),
+                    on_delivery=lambda err, m: errors.append(err) if err else acked.append(int(m.value())),
+                )
                 i += 1
                 p.poll(0.002)
             p.flush(30)
@@ -81,8 +95,9 @@ def test_three_controllers_two_brokers(tmp_path):
             stop.set()
             t.join(60)
         assert not errors, errors[:5]
-        c = Consumer({"bootstrap.servers": bs, "group.id": "check", "auto.offset.reset": "earliest",
-                      "enable.auto.commit": False})
+        c = Consumer(
+            {"bootstrap.servers": bs, "group.id": "check", "auto.offset.reset": "earliest", "enable.auto.commit": False}
+        )
         c.subscribe(["orders"])
         seen: set[int] = set()
         deadline = time.monotonic() + 60

@@ -10,25 +10,38 @@ import sys
 import time
 
 from conftest import wait_until
-from logbroker import Cluster
-from logbroker.protocol import REQUESTS, ErrorCode
 from rawclient import RawClient
 from replication_helpers import FAST, assign, full_isr, layout, produce_all, read_all, stored
+
+from logbroker import Cluster
+from logbroker.protocol import REQUESTS, ErrorCode
 
 
 def set_topic_config(node, name: str, key: str, value: str) -> None:
     A = REQUESTS[44]
-    req = A(resources=[A.AlterConfigsResource(resource_type=2, resource_name=name, configs=[
-        A.AlterableConfig(name=key, config_operation=0, value=value)])], validate_only=False)
+    req = A(
+        resources=[
+            A.AlterConfigsResource(
+                resource_type=2,
+                resource_name=name,
+                configs=[A.AlterableConfig(name=key, config_operation=0, value=value)],
+            )
+        ],
+        validate_only=False,
+    )
     with RawClient(node.bootstrap_servers) as c:
         assert c.request(44, 1, req).responses[0].error_code == 0
 
 
 def elect(node, election_type: int, partitions, version: int = 2):
     E = REQUESTS[43]
-    req = E(election_type=election_type, timeout_ms=10000,
-            topic_partitions=None if partitions is None else [E.TopicPartitions(topic=t, partitions=ps)
-                                                               for t, ps in partitions])
+    req = E(
+        election_type=election_type,
+        timeout_ms=10000,
+        topic_partitions=None
+        if partitions is None
+        else [E.TopicPartitions(topic=t, partitions=ps) for t, ps in partitions],
+    )
     with RawClient(node.bootstrap_servers) as c:
         return c.request(43, version, req)
 
@@ -60,18 +73,23 @@ def test_unclean_election_is_off_by_default_and_loses_what_the_isr_had_when_on(t
 
         set_topic_config(cluster.node(2), "uc", "unclean.leader.election.enable", "true")
         leader, epoch, replicas, isr = wait_until(
-            lambda: (v := layout(cluster.node(1))[("uc", 0)])[0] == 3 and v, timeout=30, what="3 elected (unclean)")
+            lambda: (v := layout(cluster.node(1))[("uc", 0)])[0] == 3 and v, timeout=30, what="3 elected (unclean)"
+        )
         assert isr == [3]
         got = read_all(cluster.node(3).bootstrap_servers, "uc")
-        assert [v for _, v in got] == [v for _, _, v in sorted(before, key=lambda r: r[1])], \
+        assert [v for _, v in got] == [v for _, _, v in sorted(before, key=lambda r: r[1])], (
             "the new leader has every record the ISR had when it left, and nothing more"
+        )
         lost = [(o, v) for _, o, v in alone if (o, v) not in set(got)]
         assert len(lost) == len(alone) == 300
         assert "UNCLEAN leader election for uc-0" in "".join(n.log_text() for n in cluster.nodes)
 
         cluster.node(4).start()
-        wait_until(lambda: sorted(layout(cluster.node(1))[("uc", 0)][3]) == [3, 4], timeout=60,
-                   what="broker 4 truncated and back in the ISR")
+        wait_until(
+            lambda: sorted(layout(cluster.node(1))[("uc", 0)][3]) == [3, 4],
+            timeout=60,
+            what="broker 4 truncated and back in the ISR",
+        )
         after = produce_all(cluster.bootstrap_servers, "uc", 100)
         assert len(after) == 100
         time.sleep(1)
@@ -99,20 +117,34 @@ def test_preferred_leader_election_by_request_and_by_cli(tmp_path):
         wait_until(lambda: layout(cluster.node(2))[("pref", 0)][0] == 2, timeout=30, what="2 takes over")
         # preferred replica down: not available
         assert results(elect(cluster.node(2), 0, [("pref", [0])])) == {
-            ("pref", 0): ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE}
+            ("pref", 0): ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE
+        }
         cluster.node(1).start()
-        wait_until(lambda: sorted(layout(cluster.node(2))[("pref", 0)][3]) == [1, 2, 3], timeout=60,
-                   what="1 back in the ISR")
+        wait_until(
+            lambda: sorted(layout(cluster.node(2))[("pref", 0)][3]) == [1, 2, 3], timeout=60, what="1 back in the ISR"
+        )
         time.sleep(2)
         assert layout(cluster.node(2))[("pref", 0)][0] == 2, "no automatic rebalance when it is disabled"
         # unknown partitions, v0 (no election type) and v1 (top-level error code) answer too
         assert results(elect(cluster.node(3), 0, [("nope", [0]), ("pref", [7])], version=0)) == {
-            ("nope", 0): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ("pref", 7): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
+            ("nope", 0): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+            ("pref", 7): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+        }
         assert results(elect(cluster.node(3), 1, [("pref", [0])], version=1)) == {
-            ("pref", 0): ErrorCode.ELECTION_NOT_NEEDED}  # unclean election: it has a leader
+            ("pref", 0): ErrorCode.ELECTION_NOT_NEEDED
+        }  # unclean election: it has a leader
 
-        cli = [sys.executable, "-m", "logbroker", "topic", "--bootstrap-server", cluster.node(3).bootstrap_servers,
-               "elect-leaders", "--topic", "pref"]
+        cli = [
+            sys.executable,
+            "-m",
+            "logbroker",
+            "topic",
+            "--bootstrap-server",
+            cluster.node(3).bootstrap_servers,
+            "elect-leaders",
+            "--topic",
+            "pref",
+        ]
         out = subprocess.run(cli, capture_output=True, text=True, timeout=60)
         assert out.returncode == 0, out.stderr
         assert "pref-0: elected" in out.stdout
@@ -132,8 +164,17 @@ def test_auto_leader_rebalance_moves_leadership_back(tmp_path):
         cluster.node(2).kill()
         wait_until(lambda: layout(cluster.node(1))[("auto", 0)][0] == 3, timeout=30, what="3 takes over")
         cluster.node(2).start()
-        wait_until(lambda: layout(cluster.node(1))[("auto", 0)][0] == 2, timeout=60,
-                   what="leadership back on the preferred replica 2")
+        wait_until(
+            lambda: layout(cluster.node(1))[("auto", 0)][0] == 2,
+            timeout=60,
+            what="leadership back on the preferred replica 2",
+        )
         # the controller logs the move after committing it: the image may be seen first
-        wait_until(lambda: "leader rebalance: 1 partition(s) back on their preferred replica" in "".join(
-            n.log_text() for n in cluster.nodes), timeout=10, what="the rebalance logged")
+        wait_until(
+            lambda: (
+                "leader rebalance: 1 partition(s) back on their preferred replica"
+                in "".join(n.log_text() for n in cluster.nodes)
+            ),
+            timeout=10,
+            what="the rebalance logged",
+        )

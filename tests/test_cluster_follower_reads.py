@@ -10,23 +10,44 @@ import logging
 import uuid
 
 from confluent_kafka import Consumer, TopicPartition
-
 from conftest import wait_until
-from logbroker import Cluster
-from logbroker.protocol import REQUESTS
 from rawclient import RawClient
 from replication_helpers import FAST, assign, full_isr, produce_all
+
+from logbroker import Cluster
+from logbroker.protocol import REQUESTS
 
 Fetch = REQUESTS[1]
 SELECTOR = {"replica.selector.class": "org.apache.kafka.common.replica.RackAwareReplicaSelector"}
 
 
 def fetch(node, topic: str, rack: str, version: int = 11, offset: int = 0):
-    req = Fetch(replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=1 << 20, isolation_level=0, session_id=0,
-                session_epoch=-1, forgotten_topics_data=[], rack_id=rack,
-                topics=[Fetch.FetchTopic(topic=topic, topic_id=uuid.UUID(int=0), partitions=[
-                    Fetch.FetchPartition(partition=0, current_leader_epoch=-1, fetch_offset=offset,
-                                         log_start_offset=-1, partition_max_bytes=1 << 20)])])
+    req = Fetch(
+        replica_id=-1,
+        max_wait_ms=0,
+        min_bytes=0,
+        max_bytes=1 << 20,
+        isolation_level=0,
+        session_id=0,
+        session_epoch=-1,
+        forgotten_topics_data=[],
+        rack_id=rack,
+        topics=[
+            Fetch.FetchTopic(
+                topic=topic,
+                topic_id=uuid.UUID(int=0),
+                partitions=[
+                    Fetch.FetchPartition(
+                        partition=0,
+                        current_leader_epoch=-1,
+                        fetch_offset=offset,
+                        log_start_offset=-1,
+                        partition_max_bytes=1 << 20,
+                    )
+                ],
+            )
+        ],
+    )
     with RawClient(node.bootstrap_servers) as c:
         return c.request(1, version, req).responses[0].partitions[0]
 
@@ -47,24 +68,35 @@ def test_a_consumer_reads_from_the_replica_in_its_rack(tmp_path):
         acked = produce_all(cluster.bootstrap_servers, "fr", 1000)
         leader = cluster.node(1)
         # the leader names the follower in the consumer's rack once that follower has the data
-        d = wait_until(lambda: (f := fetch(leader, "fr", "rc")).preferred_read_replica == 3 and f,
-                       what="broker 1 naming broker 3 for rack rc")
+        d = wait_until(
+            lambda: (f := fetch(leader, "fr", "rc")).preferred_read_replica == 3 and f,
+            what="broker 1 naming broker 3 for rack rc",
+        )
         assert d.error_code == 0 and len(d.records or b"") == 0
         # its own rack, no rack, an unknown rack: read here
         for rack in ("ra", "", "rz"):
             f = fetch(leader, "fr", rack)
             assert (f.error_code, f.preferred_read_replica) == (0, -1) and len(f.records) > 0, rack
         # the follower serves up to its HW, which follows the leader's
-        f = wait_until(lambda: (f := fetch(cluster.node(3), "fr", "rc")).high_watermark == 1000 and f,
-                       what="broker 3's HW at 1000")
+        f = wait_until(
+            lambda: (f := fetch(cluster.node(3), "fr", "rc")).high_watermark == 1000 and f, what="broker 3's HW at 1000"
+        )
         assert f.error_code == 0 and len(f.records) > 0
 
         handler = Lines()
         logger = logging.getLogger("rdkafka-follower-reads")
         logger.addHandler(handler)
         logger.setLevel(logging.DEBUG)
-        c = Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": "fr-rc", "client.rack": "rc",
-                      "enable.auto.commit": False, "debug": "fetch", "logger": logger})
+        c = Consumer(
+            {
+                "bootstrap.servers": cluster.bootstrap_servers,
+                "group.id": "fr-rc",
+                "client.rack": "rc",
+                "enable.auto.commit": False,
+                "debug": "fetch",
+                "logger": logger,
+            }
+        )
         try:
             c.assign([TopicPartition("fr", 0, 0)])
             got = []

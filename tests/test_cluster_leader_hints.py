@@ -13,11 +13,11 @@ from __future__ import annotations
 import uuid
 
 import pytest
-
 from conftest import wait_until
+from rawclient import RawClient
+
 from logbroker import Cluster, _core
 from logbroker.protocol import REQUESTS, ErrorCode
-from rawclient import RawClient
 
 FAST = {"broker.session.timeout.ms": 3000, "broker.heartbeat.interval.ms": 300}
 Produce, Fetch, CreateTopics = REQUESTS[0], REQUESTS[1], REQUESTS[19]
@@ -28,18 +28,47 @@ def batch(values: list[bytes]) -> bytes:
 
 
 def produce(node, topic: str, partition: int, version: int):
-    req = Produce(transactional_id=None, acks=1, timeout_ms=5000, topic_data=[Produce.TopicProduceData(
-        name=topic, partition_data=[Produce.PartitionProduceData(index=partition, records=batch([b"x"]))])])
+    req = Produce(
+        transactional_id=None,
+        acks=1,
+        timeout_ms=5000,
+        topic_data=[
+            Produce.TopicProduceData(
+                name=topic, partition_data=[Produce.PartitionProduceData(index=partition, records=batch([b"x"]))]
+            )
+        ],
+    )
     with RawClient(node.bootstrap_servers) as c:
         return c.request(0, version, req)
 
 
 def fetch(node, topic: str, topic_id: uuid.UUID, partition: int, version: int, leader_epoch: int = -1):
-    req = Fetch(replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=1 << 20, isolation_level=0, session_id=0,
-                session_epoch=-1, forgotten_topics_data=[], rack_id="",
-                topics=[Fetch.FetchTopic(topic=topic if version < 13 else "", topic_id=topic_id, partitions=[
-                    Fetch.FetchPartition(partition=partition, current_leader_epoch=leader_epoch, fetch_offset=0,
-                                         log_start_offset=-1, partition_max_bytes=1 << 20)])])
+    req = Fetch(
+        replica_id=-1,
+        max_wait_ms=0,
+        min_bytes=0,
+        max_bytes=1 << 20,
+        isolation_level=0,
+        session_id=0,
+        session_epoch=-1,
+        forgotten_topics_data=[],
+        rack_id="",
+        topics=[
+            Fetch.FetchTopic(
+                topic=topic if version < 13 else "",
+                topic_id=topic_id,
+                partitions=[
+                    Fetch.FetchPartition(
+                        partition=partition,
+                        current_leader_epoch=leader_epoch,
+                        fetch_offset=0,
+                        log_start_offset=-1,
+                        partition_max_bytes=1 << 20,
+                    )
+                ],
+            )
+        ],
+    )
     with RawClient(node.bootstrap_servers) as c:
         return c.request(1, version, req)
 
@@ -49,22 +78,35 @@ def layout(node) -> tuple[dict[int, tuple[str, int, str | None]], dict, dict[str
     with RawClient(node.bootstrap_servers) as c:
         r = c.request(3, 12, REQUESTS[3](topics=None, allow_auto_topic_creation=False))
     brokers = {b.node_id: (b.host, b.port, b.rack) for b in r.brokers}
-    parts = {(t.name, p.partition_index): (p.leader_id, p.leader_epoch, list(p.replica_nodes))
-             for t in r.topics for p in t.partitions}
+    parts = {
+        (t.name, p.partition_index): (p.leader_id, p.leader_epoch, list(p.replica_nodes))
+        for t in r.topics
+        for p in t.partitions
+    }
     return brokers, parts, {t.name: t.topic_id for t in r.topics}
 
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
     with Cluster(3, data_dir=tmp_path_factory.mktemp("hints"), config=FAST, racks=["ra", "rb", "rc"]) as c:
-        req = CreateTopics(topics=[
-            CreateTopics.CreatableTopic(name="solo", num_partitions=3, replication_factor=1, assignments=[], configs=[]),
-            CreateTopics.CreatableTopic(name="trio", num_partitions=3, replication_factor=3, assignments=[], configs=[]),
-        ], timeout_ms=10000, validate_only=False)
+        req = CreateTopics(
+            topics=[
+                CreateTopics.CreatableTopic(
+                    name="solo", num_partitions=3, replication_factor=1, assignments=[], configs=[]
+                ),
+                CreateTopics.CreatableTopic(
+                    name="trio", num_partitions=3, replication_factor=3, assignments=[], configs=[]
+                ),
+            ],
+            timeout_ms=10000,
+            validate_only=False,
+        )
         with RawClient(c.node(1).bootstrap_servers) as rc:
             assert [t.error_code for t in rc.request(19, 5, req).topics] == [0, 0]
-        wait_until(lambda: all(sum(1 for k in layout(n)[1] if k[0] in ("solo", "trio")) == 6 for n in c.nodes),
-                   what="both topics on every broker")
+        wait_until(
+            lambda: all(sum(1 for k in layout(n)[1] if k[0] in ("solo", "trio")) == 6 for n in c.nodes),
+            what="both topics on every broker",
+        )
         yield c
 
 
@@ -104,7 +146,10 @@ def test_only_what_does_not_exist_is_unknown(cluster):
     node = cluster.node(2)
     _, _, ids = layout(node)
     pr = produce(node, "solo", 9, 11).responses[0].partition_responses[0]
-    assert (pr.error_code, pr.error_message) == (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "partition solo-9 does not exist")
+    assert (pr.error_code, pr.error_message) == (
+        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+        "partition solo-9 does not exist",
+    )
     pr = produce(node, "nosuch", 0, 11).responses[0].partition_responses[0]
     assert (pr.error_code, pr.error_message) == (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, 'topic "nosuch" does not exist')
     r = fetch(node, "", uuid.uuid4(), 0, 16)
@@ -148,7 +193,10 @@ def test_fetch_at_a_non_leader_names_the_leader_by_version(cluster):
             r = fetch(leader_node, topic, ids[topic], p, 17, leader_epoch=epoch - 1)
             f = r.responses[0].partitions[0]
             assert (f.error_code, f.current_leader.leader_id, f.current_leader.leader_epoch) == (
-                ErrorCode.FENCED_LEADER_EPOCH, leader, epoch)
+                ErrorCode.FENCED_LEADER_EPOCH,
+                leader,
+                epoch,
+            )
 
 
 def test_the_hint_follows_a_leader_move(cluster):
@@ -163,16 +211,26 @@ def test_the_hint_follows_a_leader_move(cluster):
     def hint(node):
         r = produce(node, topic, p, 11)
         pr = r.responses[0].partition_responses[0]
-        return pr.error_code, pr.current_leader.leader_id, pr.current_leader.leader_epoch, [e.node_id for e in r.node_endpoints]
+        return (
+            pr.error_code,
+            pr.current_leader.leader_id,
+            pr.current_leader.leader_epoch,
+            [e.node_id for e in r.node_endpoints],
+        )
 
     victim.proc.send_signal(19)  # SIGSTOP
     try:
-        new, epoch, _ = wait_until(lambda: next((v for v in [layout(survivor)[1][(topic, p)]] if v[0] not in (old, -1)),
-                                                None), timeout=30, what=f"a new leader of {topic}-{p}")
+        new, epoch, _ = wait_until(
+            lambda: next((v for v in [layout(survivor)[1][(topic, p)]] if v[0] not in (old, -1)), None),
+            timeout=30,
+            what=f"a new leader of {topic}-{p}",
+        )
         assert epoch > old_epoch
         asked = next(n for n in cluster.nodes if n.node_id not in (old, new))
-        got = wait_until(lambda: next((h for h in [hint(asked)] if h[1] == new), None),
-                         what=f"broker {asked.node_id} naming broker {new}")
+        got = wait_until(
+            lambda: next((h for h in [hint(asked)] if h[1] == new), None),
+            what=f"broker {asked.node_id} naming broker {new}",
+        )
         assert got == (ErrorCode.NOT_LEADER_OR_FOLLOWER, new, epoch, [new]), got
         assert produce(cluster.node(new), topic, p, 11).responses[0].partition_responses[0].error_code == 0
     finally:

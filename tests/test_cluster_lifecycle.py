@@ -12,12 +12,11 @@ import signal
 import time
 
 import pytest
-
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
+from conftest import BrokerProcess, cluster_processes, wait_until
 from rawclient import RawClient
 
-from conftest import BrokerProcess, cluster_processes, wait_until
 from logbroker import _core
 from logbroker.protocol import REQUESTS
 
@@ -39,8 +38,11 @@ def metadata(bp: BrokerProcess):
     with RawClient(bp.bootstrap_servers) as c:
         r = c.request(3, 12, req)
         controller = c.request(60, 0, REQUESTS[60]()).controller_id
-    parts = {(t.name, p.partition_index): (p.leader_id, p.leader_epoch, list(p.replica_nodes), list(p.isr_nodes))
-             for t in r.topics for p in t.partitions}
+    parts = {
+        (t.name, p.partition_index): (p.leader_id, p.leader_epoch, list(p.replica_nodes), list(p.isr_nodes))
+        for t in r.topics
+        for p in t.partitions
+    }
     ids = sorted(b.node_id for b in r.brokers)
     # a broker names itself; one not unfenced yet (not in its own list) the first that is
     expect = node_of(bp) if node_of(bp) in ids else ids[0]
@@ -118,8 +120,10 @@ def test_controlled_shutdown_fences_at_once_and_hands_over_the_controller(cluste
     assert cluster[controller - 1].stop(signal.SIGTERM) == 0
     stopped = time.monotonic() - t0
     new = wait_for(lambda: (c := metadata(rest[0])[2]) not in (controller, -1) and c, what="a new controller")
-    print(f"controller {controller} stopped in {stopped:.2f} s; node {new} active "
-          f"{time.monotonic() - t0 - stopped:.2f} s after the exit")
+    print(
+        f"controller {controller} stopped in {stopped:.2f} s; node {new} active "
+        f"{time.monotonic() - t0 - stopped:.2f} s after the exit"
+    )
     assert time.monotonic() - t0 - stopped < 1.0  # handed over, no election timeout waited
     assert controller not in metadata(rest[0])[0]
     assert "handed controller leadership to node" in cluster[controller - 1].log_text()
@@ -131,9 +135,18 @@ def test_any_broker_forwards_metadata_changes_and_describes_the_quorum(cluster):
     follower = next(bp for i, bp in enumerate(cluster, 1) if i != controller)
     # straight to a broker that is not the controller (kcat-style raw requests, no client routing)
     req = REQUESTS[19]
-    body = req(topics=[req.CreatableTopic(name="fwd", num_partitions=4, replication_factor=2,
-                                          configs=[req.CreatableTopicConfig(name="retention.ms", value="60000")])],
-               timeout_ms=10000, validate_only=False)
+    body = req(
+        topics=[
+            req.CreatableTopic(
+                name="fwd",
+                num_partitions=4,
+                replication_factor=2,
+                configs=[req.CreatableTopicConfig(name="retention.ms", value="60000")],
+            )
+        ],
+        timeout_ms=10000,
+        validate_only=False,
+    )
     with RawClient(follower.bootstrap_servers) as c:
         r = c.request(19, 7, body)
         assert r.topics[0].error_code == 0, r.topics[0].error_message
@@ -144,13 +157,31 @@ def test_any_broker_forwards_metadata_changes_and_describes_the_quorum(cluster):
         r = c.request(19, 7, body)
         assert r.topics[0].error_code == 36  # TOPIC_ALREADY_EXISTS, from the controller
         cp = REQUESTS[37]
-        r = c.request(37, 3, cp(topics=[cp.CreatePartitionsTopic(name="fwd", count=6, assignments=None)],
-                                timeout_ms=10000, validate_only=False))
+        r = c.request(
+            37,
+            3,
+            cp(
+                topics=[cp.CreatePartitionsTopic(name="fwd", count=6, assignments=None)],
+                timeout_ms=10000,
+                validate_only=False,
+            ),
+        )
         assert r.results[0].error_code == 0, r.results[0].error_message
         ia = REQUESTS[44]
-        r = c.request(44, 1, ia(resources=[ia.AlterConfigsResource(
-            resource_type=2, resource_name="fwd",
-            configs=[ia.AlterableConfig(name="retention.ms", config_operation=1, value=None)])], validate_only=False))
+        r = c.request(
+            44,
+            1,
+            ia(
+                resources=[
+                    ia.AlterConfigsResource(
+                        resource_type=2,
+                        resource_name="fwd",
+                        configs=[ia.AlterableConfig(name="retention.ms", config_operation=1, value=None)],
+                    )
+                ],
+                validate_only=False,
+            ),
+        )
         assert r.responses[0].error_code == 0, r.responses[0].error_message
         dt = REQUESTS[20]
         r = c.request(20, 6, dt(topics=[dt.DeleteTopicState(name="fwd")], timeout_ms=10000))
@@ -158,8 +189,13 @@ def test_any_broker_forwards_metadata_changes_and_describes_the_quorum(cluster):
         assert not any(t == "fwd" for (t, _) in metadata(follower)[1])
 
         dq = REQUESTS[55]
-        q = c.request(55, 2, dq(topics=[dq.TopicData(topic_name="__cluster_metadata",
-                                                      partitions=[dq.PartitionData(partition_index=0)])]))
+        q = c.request(
+            55,
+            2,
+            dq(
+                topics=[dq.TopicData(topic_name="__cluster_metadata", partitions=[dq.PartitionData(partition_index=0)])]
+            ),
+        )
     assert q.error_code == 0
     p = q.topics[0].partitions[0]
     assert p.error_code == 0 and p.leader_id == controller and p.leader_epoch >= 1 and p.high_watermark > 0
@@ -205,8 +241,10 @@ def test_a_directory_of_an_earlier_topic_of_the_same_name_is_not_taken_for_the_n
 
     def back_in_sync() -> None:
         away.start()
-        wait_for(lambda: sorted(metadata(cluster[controller - 1])[1][("t", 0)][3]) == sorted([controller, away_id]),
-                 what="the returning broker in the ISR of the new t")
+        wait_for(
+            lambda: sorted(metadata(cluster[controller - 1])[1][("t", 0)][3]) == sorted([controller, away_id]),
+            what="the returning broker in the ISR of the new t",
+        )
         assert away.stop(signal.SIGTERM) == 0
 
     back_in_sync()  # its metadata log now holds the new t
@@ -242,8 +280,10 @@ def test_a_topic_deleted_and_created_again_while_a_follower_was_away_is_followed
             assert p.flush(30) == 0
 
         create_and_fill("old")
-        wait_for(lambda: sorted(metadata(nodes[0])[1][("t", 0)][3]) == sorted([controller, away_id]),
-                 what="the old t in sync on both")
+        wait_for(
+            lambda: sorted(metadata(nodes[0])[1][("t", 0)][3]) == sorted([controller, away_id]),
+            what="the old t in sync on both",
+        )
         old_epoch = metadata(nodes[controller - 1])[1][("t", 0)][1]
         assert away.stop(signal.SIGTERM) == 0
         admin.delete_topics(["t"])["t"].result(30)
@@ -254,8 +294,10 @@ def test_a_topic_deleted_and_created_again_while_a_follower_was_away_is_followed
             admin.create_topics([NewTopic(f"s{i}", 1, replication_factor=1)])[f"s{i}"].result(30)
 
         away.start()
-        wait_for(lambda: sorted(metadata(nodes[controller - 1])[1][("t", 0)][3]) == sorted([controller, away_id]),
-                 what="the returning broker in the ISR of the new t")
+        wait_for(
+            lambda: sorted(metadata(nodes[controller - 1])[1][("t", 0)][3]) == sorted([controller, away_id]),
+            what="the returning broker in the ISR of the new t",
+        )
         assert "loaded the metadata snapshot at index" in away.log_text()
         assert away.stop(signal.SIGTERM) == 0
         lg = _core.Log.open(str(away.data_dir / "t-0"), "t", 0, {})
@@ -280,8 +322,10 @@ def test_snapshots_bound_the_metadata_log_and_a_node_far_behind_catches_up_from_
         raft_log = (nodes[controller - 1].data_dir / "__cluster_metadata-0" / "raft.log").stat().st_size
 
         behind.start()  # its log ends before the leader's snapshot: it is sent the snapshot
-        wait_for(lambda: all(f"s{i}" in {t for t, _ in metadata(behind)[1]} for i in range(12)),
-                 what="the restarted node to catch up")
+        wait_for(
+            lambda: all(f"s{i}" in {t for t, _ in metadata(behind)[1]} for i in range(12)),
+            what="the restarted node to catch up",
+        )
         assert "loaded the metadata snapshot at index" in behind.log_text()
         # the leader's log holds only what follows its latest snapshot (it stays small)
         assert raft_log < 12 * 1500
@@ -307,8 +351,13 @@ def test_librdkafka_admin_started_with_the_cluster_creates_a_topic_without_stall
         for n in cluster.nodes:
             n.spawn()
         t0 = time.monotonic()
-        admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers, "reconnect.backoff.ms": 10,
-                             "reconnect.backoff.max.ms": 100})
+        admin = AdminClient(
+            {
+                "bootstrap.servers": cluster.bootstrap_servers,
+                "reconnect.backoff.ms": 10,
+                "reconnect.backoff.max.ms": 100,
+            }
+        )
         while True:
             fut = admin.create_topics([NewTopic("early", 3, 3)], operation_timeout=30)["early"]
             try:

@@ -13,8 +13,8 @@ import time
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-
 from conftest import BrokerProcess, cluster_processes, free_port, wait_until
+
 from logbroker.client.connection import BrokerConnection
 from logbroker.protocol import REQUESTS
 
@@ -85,8 +85,10 @@ def test_three_nodes_agree_on_brokers_and_topics_and_survive_the_controller(clus
     rf3 = wait_for(lambda: topic_everywhere("rf3", 3), what="rf3 on every node")
     assert all(sorted(replicas) == [1, 2, 3] and leader == replicas[0] for _, leader, replicas in rf3)
     assert {leader for _, leader, _ in rf3} == {1, 2, 3}
-    isrs = {tuple(sorted((p, tuple(t.partitions[p].isrs)) for p in t.partitions))
-            for t in (metadata(bp).topics["rf3"] for bp in cluster)}
+    isrs = {
+        tuple(sorted((p, tuple(t.partitions[p].isrs)) for p in t.partitions))
+        for t in (metadata(bp).topics["rf3"] for bp in cluster)
+    }
     assert len(isrs) == 1 and all(sorted(isr) == [1, 2, 3] for _, isr in isrs.pop())
     with pytest.raises(Exception, match="INVALID_REPLICATION_FACTOR|larger than the 3"):
         admin.create_topics([NewTopic("rf4", num_partitions=1, replication_factor=4)])["rf4"].result(30)
@@ -129,8 +131,10 @@ def test_three_nodes_agree_on_brokers_and_topics_and_survive_the_controller(clus
     wait_for(lambda: all(metadata(bp).topics.get("after") for bp in rest), what="new topic on the survivors")
 
     victim.start()  # restarts from its data directory and catches up from the log
-    wait_for(lambda: metadata(victim).topics.get("after") is not None and "spread" in metadata(victim).topics,
-             what="the restarted node to catch up")
+    wait_for(
+        lambda: metadata(victim).topics.get("after") is not None and "spread" in metadata(victim).topics,
+        what="the restarted node to catch up",
+    )
     # its partitions kept their records through the kill and the replay
     assert read_all(victim, "spread", 6, expect=61) == {f"v{i}".encode() for i in range(60)} | {b"idempotent"}
 
@@ -139,9 +143,18 @@ def test_a_node_from_another_cluster_refuses_to_start(tmp_path):
     single = BrokerProcess(tmp_path / "old").start()  # a single-node data directory
     single.stop()
     p, c = free_port(), free_port()
-    bp = BrokerProcess(tmp_path / "old", port=p, extra=[
-        "--node-id", "1", "--voters", f"1@127.0.0.1:{c},2@127.0.0.1:{free_port()},3@127.0.0.1:{free_port()}",
-        "--listen", f"PLAINTEXT://127.0.0.1:{p},CONTROLLER://127.0.0.1:{c}"])
+    bp = BrokerProcess(
+        tmp_path / "old",
+        port=p,
+        extra=[
+            "--node-id",
+            "1",
+            "--voters",
+            f"1@127.0.0.1:{c},2@127.0.0.1:{free_port()},3@127.0.0.1:{free_port()}",
+            "--listen",
+            f"PLAINTEXT://127.0.0.1:{p},CONTROLLER://127.0.0.1:{c}",
+        ],
+    )
     with pytest.raises(RuntimeError, match="broker did not start"):
         bp.start(timeout=20)
     text = bp.log_text()

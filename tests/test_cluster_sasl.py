@@ -22,14 +22,19 @@ import pytest
 import trio
 import trustme
 from confluent_kafka import Producer
-from confluent_kafka.admin import AdminClient, NewTopic, ScramCredentialInfo, ScramMechanism
-from confluent_kafka.admin import UserScramCredentialUpsertion
-
+from confluent_kafka.admin import (
+    AdminClient,
+    NewTopic,
+    ScramCredentialInfo,
+    ScramMechanism,
+    UserScramCredentialUpsertion,
+)
 from conftest import isr_sizes, rdkafka_values, wait_until
+
 from logbroker import Cluster
+from logbroker.client.sasl import Password, SaslConfig
 from logbroker.common.acl import STANDARD_AUTHORIZER
 from logbroker.common.config import BrokerConfig, ConfigError
-from logbroker.client.sasl import Password, SaslConfig
 from logbroker.coord.peer_sasl import PeerAuthenticationFailed
 from logbroker.coord.peer_security import PeerSecurity
 
@@ -43,7 +48,8 @@ def pki(tmp_path_factory) -> tuple[Path, Path]:
     ca = trustme.CA()
     ca.cert_pem.write_to_path(str(d / "ca.pem"))
     ca.issue_cert("127.0.0.1", "localhost", common_name="node").private_key_and_cert_chain_pem.write_to_path(
-        str(d / "node.pem"))
+        str(d / "node.pem")
+    )
     return d / "ca.pem", d / "node.pem"
 
 
@@ -56,14 +62,12 @@ def secured(pki: tuple[Path, Path]) -> dict[str, str]:
         "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-512",
         "sasl.mechanism.controller.protocol": "PLAIN",
         # the brokers' own user on INTERNAL (SCRAM: created in the metadata log below)
-        "listener.name.internal.scram-sha-512.sasl.jaas.config":
-            f'{SCRAM_MODULE} username="broker" password="broker-secret";',
+        "listener.name.internal.scram-sha-512.sasl.jaas.config": f'{SCRAM_MODULE} username="broker" password="broker-secret";',
         # PLAIN users INTERNAL accepts (the admin, to bootstrap the SCRAM user)
         "listener.name.internal.plain.sasl.jaas.config": f'{PLAIN_MODULE} user_admin="admin-secret";',
         # the controller listener: the nodes' user both ways, and a user that is no node
-        "listener.name.controller.plain.sasl.jaas.config":
-            f'{PLAIN_MODULE} username="broker" password="controller-secret" user_broker="controller-secret" '
-            'user_mallory="mallory-secret";',
+        "listener.name.controller.plain.sasl.jaas.config": f'{PLAIN_MODULE} username="broker" password="controller-secret" user_broker="controller-secret" '
+        'user_mallory="mallory-secret";',
         "ssl.keystore.location": str(keystore),
         "ssl.truststore.location": str(ca),
         "authorizer.class.name": STANDARD_AUTHORIZER,
@@ -75,8 +79,15 @@ def secured(pki: tuple[Path, Path]) -> dict[str, str]:
 
 
 def admin_conf(bs: str, ca: Path, **extra) -> dict:
-    return {"bootstrap.servers": bs, "security.protocol": "SASL_SSL", "ssl.ca.location": str(ca),
-            "sasl.mechanism": "PLAIN", "sasl.username": "admin", "sasl.password": "admin-secret", **extra}
+    return {
+        "bootstrap.servers": bs,
+        "security.protocol": "SASL_SSL",
+        "ssl.ca.location": str(ca),
+        "sasl.mechanism": "PLAIN",
+        "sasl.username": "admin",
+        "sasl.password": "admin-secret",
+        **extra,
+    }
 
 
 def consume(conf: dict, topic: str, n: int) -> list[bytes]:
@@ -107,11 +118,22 @@ def test_three_nodes_authenticate_to_each_other_with_sasl(tmp_path, pki):
         admin.create_topics([NewTopic("orders", 3, 3, config={"min.insync.replicas": "2"})])["orders"].result(30)
 
         # the inter-broker SCRAM user does not exist yet: the followers say so and retry
-        assert wait_until(lambda: any("could not authenticate to broker" in n.log_text() and
-                                    "on listener INTERNAL (SCRAM-SHA-512, user \"broker\")" in n.log_text()
-                                    for n in cluster.nodes), 20, "the followers' authentication failures")
-        admin.alter_user_scram_credentials([UserScramCredentialUpsertion(
-            "broker", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096), b"broker-secret")])["broker"].result(30)
+        assert wait_until(
+            lambda: any(
+                "could not authenticate to broker" in n.log_text()
+                and 'on listener INTERNAL (SCRAM-SHA-512, user "broker")' in n.log_text()
+                for n in cluster.nodes
+            ),
+            20,
+            "the followers' authentication failures",
+        )
+        admin.alter_user_scram_credentials(
+            [
+                UserScramCredentialUpsertion(
+                    "broker", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096), b"broker-secret"
+                )
+            ]
+        )["broker"].result(30)
 
         # acks=all with min.insync.replicas=2: every batch waits for followers that fetch
         # over SASL_SSL with SCRAM-SHA-512
@@ -137,13 +159,23 @@ def test_three_nodes_authenticate_to_each_other_with_sasl(tmp_path, pki):
         leader = md.partitions[0].leader
         node = next(n for n in cluster.nodes if n.node_id != leader)
         assert trio.run(_controller_connect, node.controller_port, "broker", "controller-secret") == b""
-        with pytest.raises(PeerAuthenticationFailed, match=r"node 99: SASL authentication to 127\.0\.0\.1:\d+ "
-                           r"\(listener CONTROLLER, PLAIN, user 'broker'\) failed: SASL_AUTHENTICATION_FAILED"):
+        with pytest.raises(
+            PeerAuthenticationFailed,
+            match=r"node 99: SASL authentication to 127\.0\.0\.1:\d+ "
+            r"\(listener CONTROLLER, PLAIN, user 'broker'\) failed: SASL_AUTHENTICATION_FAILED",
+        ):
             trio.run(_controller_connect, node.controller_port, "broker", "wrong")
-        assert trio.run(_controller_connect, node.controller_port, "mallory", "mallory-secret",
-                        b"LBRQ\x00\x01" + b"\x00" * 12) == b""
-        assert wait_until(lambda: "(User:mallory) refused on the controller listener" in node.log_text(), 10,
-                        "mallory's refusal in the node's log")
+        assert (
+            trio.run(
+                _controller_connect, node.controller_port, "mallory", "mallory-secret", b"LBRQ\x00\x01" + b"\x00" * 12
+            )
+            == b""
+        )
+        assert wait_until(
+            lambda: "(User:mallory) refused on the controller listener" in node.log_text(),
+            10,
+            "mallory's refusal in the node's log",
+        )
         with socket.create_connection(("127.0.0.1", node.controller_port), timeout=10) as raw:
             raw.sendall(b"LBRQ\x00\x01" + b"\x00" * 12)
             assert raw.recv(10) == b"", "a quorum hello without SASL is closed"
@@ -151,8 +183,11 @@ def test_three_nodes_authenticate_to_each_other_with_sasl(tmp_path, pki):
 
         # the leader of partition 0 dies: a replica that caught up over SASL takes over
         cluster.node(leader).kill()
-        wait_until(lambda: admin.list_topics("orders", timeout=5).topics["orders"].partitions[0].leader not in
-                 (-1, leader), 30, "a new leader of orders-0")
+        wait_until(
+            lambda: admin.list_topics("orders", timeout=5).topics["orders"].partitions[0].leader not in (-1, leader),
+            30,
+            "a new leader of orders-0",
+        )
         p2 = Producer(admin_conf(bs, ca, acks="all"))
         for i in range(100):
             p2.produce("orders", b"after-%d" % i, partition=0)
@@ -171,8 +206,7 @@ def test_a_wrong_broker_password_is_logged_and_retried(tmp_path):
         "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,INTERNAL:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT",
         "inter.broker.listener.name": "INTERNAL",
         "sasl.mechanism.inter.broker.protocol": "PLAIN",
-        "listener.name.internal.plain.sasl.jaas.config":
-            f'{PLAIN_MODULE} username="broker" password="not-it" user_broker="broker-secret";',
+        "listener.name.internal.plain.sasl.jaas.config": f'{PLAIN_MODULE} username="broker" password="not-it" user_broker="broker-secret";',
     }
     with Cluster(3, data_dir=tmp_path, config=config, listeners=["INTERNAL"]) as cluster:
         admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
@@ -180,46 +214,69 @@ def test_a_wrong_broker_password_is_logged_and_retried(tmp_path):
         md = admin.list_topics("t", timeout=10).topics["t"]
         leader = md.partitions[0].leader
         follower = next(n for n in cluster.nodes if n.node_id != leader)
-        want = (f"node {follower.node_id} could not authenticate to broker {leader} at 127.0.0.1:"
-                f"{cluster.node(leader).listener_ports['INTERNAL']} on listener INTERNAL (PLAIN, user \"broker\")")
+        want = (
+            f"node {follower.node_id} could not authenticate to broker {leader} at 127.0.0.1:"
+            f'{cluster.node(leader).listener_ports["INTERNAL"]} on listener INTERNAL (PLAIN, user "broker")'
+        )
         assert wait_until(lambda: want in follower.log_text(), 20, "the follower's authentication failure")
         assert "Authentication failed: Invalid username or password" in follower.log_text()
-        assert wait_until(lambda: "PLAIN: user 'broker' gave a wrong password" in cluster.node(leader).log_text(), 10,
-                        "the leader's side of it")
+        assert wait_until(
+            lambda: "PLAIN: user 'broker' gave a wrong password" in cluster.node(leader).log_text(),
+            10,
+            "the leader's side of it",
+        )
         assert all(n.is_running for n in cluster.nodes)
         assert "Traceback" not in follower.log_text()
 
 
 def test_sasl_between_nodes_configuration_errors():
-    base = {"node.id": "1", "controller.quorum.voters": "1@127.0.0.1:9093",
-            "listeners": "INTERNAL://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093",
-            "inter.broker.listener.name": "INTERNAL",
-            "listener.security.protocol.map": "INTERNAL:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT"}
-    with pytest.raises(ConfigError, match=r"set listener\.name\.internal\.plain\.sasl\.jaas\.config with this "
-                                          r"node's username"):
+    base = {
+        "node.id": "1",
+        "controller.quorum.voters": "1@127.0.0.1:9093",
+        "listeners": "INTERNAL://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093",
+        "inter.broker.listener.name": "INTERNAL",
+        "listener.security.protocol.map": "INTERNAL:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT",
+    }
+    with pytest.raises(
+        ConfigError,
+        match=r"set listener\.name\.internal\.plain\.sasl\.jaas\.config with this "
+        r"node's username",
+    ):
         BrokerConfig(base).check_listeners()
     no_user = {**base, "listener.name.internal.plain.sasl.jaas.config": f'{PLAIN_MODULE} user_broker="x";'}
     with pytest.raises(ConfigError, match=r"listener\.name\.internal\.plain\.sasl\.jaas\.config: has no username="):
         BrokerConfig(no_user).check_listeners()
-    no_password = {**base, "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-256",
-                   "listener.name.internal.scram-sha-256.sasl.jaas.config": f'{SCRAM_MODULE} username="broker";'}
-    with pytest.raises(ConfigError, match=r"scram-sha-256\.sasl\.jaas\.config: has no password=\"\.\.\.\" for user 'broker'"):
+    no_password = {
+        **base,
+        "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-256",
+        "listener.name.internal.scram-sha-256.sasl.jaas.config": f'{SCRAM_MODULE} username="broker";',
+    }
+    with pytest.raises(
+        ConfigError, match=r"scram-sha-256\.sasl\.jaas\.config: has no password=\"\.\.\.\" for user 'broker'"
+    ):
         BrokerConfig(no_password).check_listeners()
     with pytest.raises(ConfigError, match=r"sasl\.mechanism\.inter\.broker\.protocol.*'GSSAPI'.*choose from PLAIN"):
         BrokerConfig({**base, "sasl.mechanism.inter.broker.protocol": "GSSAPI"})
     not_enabled = {**base, "sasl.enabled.mechanisms": "PLAIN", "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-512"}
     with pytest.raises(ConfigError, match=r"SCRAM-SHA-512 must be in sasl\.enabled\.mechanisms \(PLAIN\)"):
         BrokerConfig(not_enabled).check_listeners()
-    scram_controller = {**base, "listener.security.protocol.map": "INTERNAL:PLAINTEXT,CONTROLLER:SASL_PLAINTEXT",
-                        "sasl.mechanism.controller.protocol": "SCRAM-SHA-512"}
+    scram_controller = {
+        **base,
+        "listener.security.protocol.map": "INTERNAL:PLAINTEXT,CONTROLLER:SASL_PLAINTEXT",
+        "sasl.mechanism.controller.protocol": "SCRAM-SHA-512",
+    }
     with pytest.raises(ConfigError, match=r"controller listener CONTROLLER authenticates nodes with PLAIN only"):
         BrokerConfig(scram_controller).check_listeners()
-    ok = BrokerConfig({**base, "listener.name.internal.plain.sasl.jaas.config":
-                       f'{PLAIN_MODULE} username="broker" password="p\\"w" user_broker="p\\"w";'})
+    ok = BrokerConfig(
+        {
+            **base,
+            "listener.name.internal.plain.sasl.jaas.config": f'{PLAIN_MODULE} username="broker" password="p\\"w" user_broker="p\\"w";',
+        }
+    )
     ok.check_listeners()
     security = PeerSecurity.for_listener(ok, "INTERNAL")
     assert (security.sasl.mechanism, security.sasl.username, security.sasl.password.value) == ("PLAIN", "broker", 'p"w')
-    assert "p\\\"w" not in repr(security.sasl)
+    assert 'p\\"w' not in repr(security.sasl)
 
 
 def test_sessions_between_nodes_are_renewed(tmp_path):
@@ -230,10 +287,8 @@ def test_sessions_between_nodes_are_renewed(tmp_path):
     config = {
         "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,INTERNAL:SASL_PLAINTEXT,CONTROLLER:SASL_PLAINTEXT",
         "inter.broker.listener.name": "INTERNAL",
-        "listener.name.internal.plain.sasl.jaas.config":
-            f'{PLAIN_MODULE} username="broker" password="broker-secret" user_broker="broker-secret";',
-        "listener.name.controller.plain.sasl.jaas.config":
-            f'{PLAIN_MODULE} username="broker" password="controller-secret" user_broker="controller-secret";',
+        "listener.name.internal.plain.sasl.jaas.config": f'{PLAIN_MODULE} username="broker" password="broker-secret" user_broker="broker-secret";',
+        "listener.name.controller.plain.sasl.jaas.config": f'{PLAIN_MODULE} username="broker" password="controller-secret" user_broker="controller-secret";',
         "connections.max.reauth.ms": "2000",
     }
     # a broker-only node too: an observer of the quorum, dialling the controllers with SASL

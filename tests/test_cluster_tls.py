@@ -22,10 +22,17 @@ from pathlib import Path
 import pytest
 import trustme
 from confluent_kafka import Producer
-from confluent_kafka.admin import AclBinding, AclOperation, AclPermissionType, AdminClient, NewTopic
-from confluent_kafka.admin import ResourcePatternType, ResourceType
-
+from confluent_kafka.admin import (
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    AdminClient,
+    NewTopic,
+    ResourcePatternType,
+    ResourceType,
+)
 from conftest import isr_sizes, rdkafka_values, wait_until
+
 from logbroker import Cluster
 from logbroker.common.acl import STANDARD_AUTHORIZER
 from logbroker.common.config import BrokerConfig, ConfigError
@@ -48,8 +55,9 @@ class Pki:
         self.other_ca = trustme.CA()
 
     def issue(self, cn: str, *names: str, ca: trustme.CA | None = None) -> Path:
-        cert = (ca or self.ca).issue_cert(*(names or (f"{cn}.example",)), common_name=cn,
-                                          organization_name="logbroker", organization_unit_name="test")
+        cert = (ca or self.ca).issue_cert(
+            *(names or (f"{cn}.example",)), common_name=cn, organization_name="logbroker", organization_unit_name="test"
+        )
         path = self.d / f"{cn}-{id(ca)}.pem"
         cert.private_key_and_cert_chain_pem.write_to_path(str(path))
         return path
@@ -79,8 +87,14 @@ def secured(pki: Pki) -> dict[str, str]:
 
 def conf(bs: str, pki: Pki, who: str, **extra) -> dict:
     cert = pki.issue(who)
-    return {"bootstrap.servers": bs, "security.protocol": "SSL", "ssl.ca.location": str(pki.ca_pem),
-            "ssl.certificate.location": str(cert), "ssl.key.location": str(cert), **extra}
+    return {
+        "bootstrap.servers": bs,
+        "security.protocol": "SSL",
+        "ssl.ca.location": str(pki.ca_pem),
+        "ssl.certificate.location": str(cert),
+        "ssl.key.location": str(cert),
+        **extra,
+    }
 
 
 def consume(bs: str, pki: Pki, topic: str, n: int, **extra) -> list[bytes]:
@@ -88,8 +102,12 @@ def consume(bs: str, pki: Pki, topic: str, n: int, **extra) -> list[bytes]:
 
 
 def cli(bs: str, props: Path, command: str, *args: str) -> str:
-    r = subprocess.run([sys.executable, "-m", "logbroker", command, "--bootstrap-server", bs, "--command-config",
-                        str(props), *args], capture_output=True, text=True, timeout=60)
+    r = subprocess.run(
+        [sys.executable, "-m", "logbroker", command, "--bootstrap-server", bs, "--command-config", str(props), *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert r.returncode == 0, f"logbroker {command} {' '.join(args)}: {r.stdout}{r.stderr}"
     return r.stdout
 
@@ -101,14 +119,47 @@ def test_three_nodes_with_mutual_tls_between_them(tmp_path, pki):
         # the administrator as docs/security.md has it: logbroker's CLI with a client
         # properties file naming its certificate
         props = tmp_path / "admin.properties"
-        props.write_text(f"security.protocol=SSL\nssl.truststore.type=PEM\nssl.truststore.location={pki.ca_pem}\n"
-                         f"ssl.keystore.type=PEM\nssl.keystore.location={pki.issue('admin')}\n")
-        cli(bs, props, "topic", "create", "--topic", "orders", "--partitions", "3", "--replication-factor", "3",
-            "--config", "min.insync.replicas=2")
-        grants = [AclBinding(ResourceType.TOPIC, "orders", ResourcePatternType.LITERAL, "User:alice",
-                             "*", op, AclPermissionType.ALLOW) for op in (AclOperation.WRITE, AclOperation.READ)]
-        grants.append(AclBinding(ResourceType.GROUP, "g-", ResourcePatternType.PREFIXED, "User:alice",
-                                 "*", AclOperation.READ, AclPermissionType.ALLOW))
+        props.write_text(
+            f"security.protocol=SSL\nssl.truststore.type=PEM\nssl.truststore.location={pki.ca_pem}\n"
+            f"ssl.keystore.type=PEM\nssl.keystore.location={pki.issue('admin')}\n"
+        )
+        cli(
+            bs,
+            props,
+            "topic",
+            "create",
+            "--topic",
+            "orders",
+            "--partitions",
+            "3",
+            "--replication-factor",
+            "3",
+            "--config",
+            "min.insync.replicas=2",
+        )
+        grants = [
+            AclBinding(
+                ResourceType.TOPIC,
+                "orders",
+                ResourcePatternType.LITERAL,
+                "User:alice",
+                "*",
+                op,
+                AclPermissionType.ALLOW,
+            )
+            for op in (AclOperation.WRITE, AclOperation.READ)
+        ]
+        grants.append(
+            AclBinding(
+                ResourceType.GROUP,
+                "g-",
+                ResourcePatternType.PREFIXED,
+                "User:alice",
+                "*",
+                AclOperation.READ,
+                AclPermissionType.ALLOW,
+            )
+        )
         for f in admin.create_acls(grants).values():
             f.result(30)
 
@@ -124,12 +175,29 @@ def test_three_nodes_with_mutual_tls_between_them(tmp_path, pki):
         # SASL_SSL beside it for clients without certificates (ssl.client.auth is the SSL
         # listeners'; a SASL_SSL listener asks none): a SCRAM user with its own ACLs
         (tmp_path / "bob.pw").write_text("bob-secret\n")
-        cli(bs, props, "user", "set-password", "bob", "--mechanism", "SCRAM-SHA-512", "--password-file",
-            str(tmp_path / "bob.pw"))
+        cli(
+            bs,
+            props,
+            "user",
+            "set-password",
+            "bob",
+            "--mechanism",
+            "SCRAM-SHA-512",
+            "--password-file",
+            str(tmp_path / "bob.pw"),
+        )
         cli(bs, props, "acl", "add", "--allow-principal", "User:bob", "--producer", "--topic", "orders")
-        bob = Producer({"bootstrap.servers": cluster.bootstrap("EXTERNAL"), "security.protocol": "SASL_SSL",
-                        "ssl.ca.location": str(pki.ca_pem), "sasl.mechanism": "SCRAM-SHA-512",
-                        "sasl.username": "bob", "sasl.password": "bob-secret", "acks": "all"})
+        bob = Producer(
+            {
+                "bootstrap.servers": cluster.bootstrap("EXTERNAL"),
+                "security.protocol": "SASL_SSL",
+                "ssl.ca.location": str(pki.ca_pem),
+                "sasl.mechanism": "SCRAM-SHA-512",
+                "sasl.username": "bob",
+                "sasl.password": "bob-secret",
+                "acks": "all",
+            }
+        )
         for i in range(50):
             bob.produce("orders", b"bob-%d" % i)
         assert wait_until(lambda: bob.flush(5) == 0, 60, "bob's records acknowledged")
@@ -156,8 +224,11 @@ def test_three_nodes_with_mutual_tls_between_them(tmp_path, pki):
         md = admin.list_topics("orders", timeout=10).topics["orders"]
         leader = md.partitions[0].leader
         cluster.node(leader).kill()
-        wait_until(lambda: admin.list_topics("orders", timeout=5).topics["orders"].partitions[0].leader not in
-                 (-1, leader), 30, "a new leader of orders-0")
+        wait_until(
+            lambda: admin.list_topics("orders", timeout=5).topics["orders"].partitions[0].leader not in (-1, leader),
+            30,
+            "a new leader of orders-0",
+        )
         p2 = Producer(conf(bs, pki, "alice", acks="all"))
         for i in range(100):
             p2.produce("orders", b"after-%d" % i, partition=0)
@@ -174,8 +245,11 @@ def test_three_nodes_with_mutual_tls_between_them(tmp_path, pki):
             with ctx.wrap_socket(raw, server_hostname="127.0.0.1") as s:
                 s.sendall(b"LBRQ")
                 assert s.recv(10) == b"", "the controller listener closed mallory's connection"
-        assert wait_until(lambda: "(User:mallory) refused on the controller listener" in
-                        node.log_text(), 10, "the refusal in the node's log")
+        assert wait_until(
+            lambda: "(User:mallory) refused on the controller listener" in node.log_text(),
+            10,
+            "the refusal in the node's log",
+        )
         foreign = pki.issue("eve", ca=pki.other_ca)
         ctx = ssl.create_default_context(cafile=str(pki.ca_pem))
         ctx.load_cert_chain(str(foreign))
@@ -199,27 +273,47 @@ def test_three_nodes_with_mutual_tls_between_them(tmp_path, pki):
 
 
 def test_node_connections_refuse_what_they_cannot_secure(tmp_path, pki):
-    base = {"node.id": "1", "controller.quorum.voters": "1@127.0.0.1:9093",
-            "listeners": "INTERNAL://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093",
-            "inter.broker.listener.name": "INTERNAL", "ssl.keystore.location": str(pki.keystore)}
+    base = {
+        "node.id": "1",
+        "controller.quorum.voters": "1@127.0.0.1:9093",
+        "listeners": "INTERNAL://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093",
+        "inter.broker.listener.name": "INTERNAL",
+        "ssl.keystore.location": str(pki.keystore),
+    }
     # SASL between nodes needs this node's credentials (tests/test_cluster_sasl.py has the rest)
     sasl = BrokerConfig({**base, "listener.security.protocol.map": "INTERNAL:SASL_SSL,CONTROLLER:PLAINTEXT"})
-    with pytest.raises(ConfigError, match="listener INTERNAL is SASL_SSL between nodes: set "
-                                          "listener.name.internal.plain.sasl.jaas.config"):
+    with pytest.raises(
+        ConfigError,
+        match="listener INTERNAL is SASL_SSL between nodes: set listener.name.internal.plain.sasl.jaas.config",
+    ):
         sasl.check_listeners()
     ctl = BrokerConfig({**base, "listener.security.protocol.map": "INTERNAL:SSL,CONTROLLER:SASL_PLAINTEXT"})
-    with pytest.raises(ConfigError, match="listener CONTROLLER is SASL_PLAINTEXT between nodes: set "
-                                          "listener.name.controller.plain.sasl.jaas.config"):
+    with pytest.raises(
+        ConfigError,
+        match="listener CONTROLLER is SASL_PLAINTEXT between nodes: set "
+        "listener.name.controller.plain.sasl.jaas.config",
+    ):
         ctl.check_listeners()
     no_trust = BrokerConfig({**base, "listener.security.protocol.map": "INTERNAL:SSL,CONTROLLER:SSL"})
     no_trust.check_listeners()
     with pytest.raises(ConfigError, match="set ssl.truststore.location"):
         PeerSecurity.for_listener(no_trust, "INTERNAL")
-    ok = BrokerConfig({**base, "listener.security.protocol.map": "INTERNAL:SSL,CONTROLLER:SSL",
-                       "ssl.truststore.location": str(pki.ca_pem)})
+    ok = BrokerConfig(
+        {
+            **base,
+            "listener.security.protocol.map": "INTERNAL:SSL,CONTROLLER:SSL",
+            "ssl.truststore.location": str(pki.ca_pem),
+        }
+    )
     assert PeerSecurity.for_listener(ok, "CONTROLLER").context.check_hostname
-    lax = BrokerConfig({**base, "listener.security.protocol.map": "INTERNAL:SSL,CONTROLLER:SSL",
-                        "ssl.truststore.location": str(pki.ca_pem), "ssl.endpoint.identification.algorithm": ""})
+    lax = BrokerConfig(
+        {
+            **base,
+            "listener.security.protocol.map": "INTERNAL:SSL,CONTROLLER:SSL",
+            "ssl.truststore.location": str(pki.ca_pem),
+            "ssl.endpoint.identification.algorithm": "",
+        }
+    )
     assert not PeerSecurity.for_listener(lax, "INTERNAL").context.check_hostname
     with pytest.raises(ConfigError, match="ssl.endpoint.identification.algorithm"):
         BrokerConfig({"ssl.endpoint.identification.algorithm": "ldap"})
@@ -228,12 +322,16 @@ def test_node_connections_refuse_what_they_cannot_secure(tmp_path, pki):
 def test_ssl_client_auth_per_listener():
     """ssl.client.auth is the SSL listeners'; SASL_SSL listeners honour only the listener
     prefix (Kafka's KIP-684)."""
-    base = {"listeners": "INTERNAL://127.0.0.1:9092,EXTERNAL://127.0.0.1:9094,OTHER://127.0.0.1:9095",
-            "listener.security.protocol.map": "INTERNAL:SSL,EXTERNAL:SASL_SSL,OTHER:SSL", "ssl.client.auth": "required"}
+    base = {
+        "listeners": "INTERNAL://127.0.0.1:9092,EXTERNAL://127.0.0.1:9094,OTHER://127.0.0.1:9095",
+        "listener.security.protocol.map": "INTERNAL:SSL,EXTERNAL:SASL_SSL,OTHER:SSL",
+        "ssl.client.auth": "required",
+    }
     cfg = BrokerConfig(base)
     assert (cfg.ssl_client_auth("INTERNAL"), cfg.ssl_client_auth("EXTERNAL")) == ("required", "none")
-    cfg = BrokerConfig({**base, "listener.name.external.ssl.client.auth": "requested",
-                        "listener.name.other.ssl.client.auth": "none"})
+    cfg = BrokerConfig(
+        {**base, "listener.name.external.ssl.client.auth": "requested", "listener.name.other.ssl.client.auth": "none"}
+    )
     assert [cfg.ssl_client_auth(n) for n in ("INTERNAL", "EXTERNAL", "OTHER")] == ["required", "requested", "none"]
     with pytest.raises(ConfigError, match="listener.name.external.ssl.client.auth.*expected one of none, requested"):
         BrokerConfig({**base, "listener.name.external.ssl.client.auth": "always"})

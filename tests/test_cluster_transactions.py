@@ -9,23 +9,35 @@ from __future__ import annotations
 import time
 
 from confluent_kafka import Consumer, Producer, TopicPartition
-
 from conftest import wait_until
-from logbroker import Cluster
-from logbroker.coord.groups.transaction_log import TRANSACTION_STATE_TOPIC, partition_for
 from replication_helpers import FAST, create, full_isr, layout
 
-CONFIG = {**FAST, "transaction.state.log.replication.factor": 3, "transaction.state.log.min.isr": 2,
-          "transaction.state.log.num.partitions": 5, "offsets.topic.replication.factor": 3,
-          "min.insync.replicas": 2}
+from logbroker import Cluster
+from logbroker.coord.groups.transaction_log import TRANSACTION_STATE_TOPIC, partition_for
+
+CONFIG = {
+    **FAST,
+    "transaction.state.log.replication.factor": 3,
+    "transaction.state.log.min.isr": 2,
+    "transaction.state.log.num.partitions": 5,
+    "offsets.topic.replication.factor": 3,
+    "min.insync.replicas": 2,
+}
 
 
 def read_committed(bootstrap: str, topic: str, partitions: int, expected: int, timeout: float = 60.0) -> list[bytes]:
     """Every record a read_committed consumer sees: until `expected` arrived (markers are written
     after commit_transaction returns, so a partition's last stable offset may move a little
     later, more so right after a failover) and then one more second, or `timeout`."""
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "rc", "isolation.level": "read_committed",
-                  "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    c = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "rc",
+            "isolation.level": "read_committed",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
     c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
     out: list[bytes] = []
     deadline = time.monotonic() + timeout
@@ -46,8 +58,14 @@ def test_killing_the_transaction_coordinator_mid_transaction_loses_nothing(tmp_p
         create(cluster.nodes[0], "ct", 3, 3)
         full_isr(cluster, "ct", 3)
         bootstrap = cluster.bootstrap_servers
-        p = Producer({"bootstrap.servers": bootstrap, "transactional.id": "ct-tx", "linger.ms": 5,
-                      "transaction.timeout.ms": 60000})
+        p = Producer(
+            {
+                "bootstrap.servers": bootstrap,
+                "transactional.id": "ct-tx",
+                "linger.ms": 5,
+                "transaction.timeout.ms": 60000,
+            }
+        )
         p.init_transactions(60)
         full_isr(cluster, TRANSACTION_STATE_TOPIC, 5)
         p.begin_transaction()
@@ -68,8 +86,11 @@ def test_killing_the_transaction_coordinator_mid_transaction_loses_nothing(tmp_p
         coordinator = layout(cluster.nodes[0])[(TRANSACTION_STATE_TOPIC, index)][0]
         cluster.node(coordinator).kill()
         others = [n for n in cluster.nodes if n.node_id != coordinator]
-        wait_until(lambda: layout(others[0])[(TRANSACTION_STATE_TOPIC, index)][0] not in (coordinator, -1),
-                   timeout=30, what="a new transaction coordinator")
+        wait_until(
+            lambda: layout(others[0])[(TRANSACTION_STATE_TOPIC, index)][0] not in (coordinator, -1),
+            timeout=30,
+            what="a new transaction coordinator",
+        )
         for i in range(30, 40):
             p.produce("ct", value=f"b{i}".encode(), partition=i % 3)
         p.commit_transaction(90)

@@ -17,14 +17,14 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
-
 from conftest import require_java, wait_until
+from replication_helpers import create, full_isr, layout
+from test_cluster_transactions import CONFIG, read_committed
+
 from logbroker import Cluster
 from logbroker.coord.groups.offsets_topic import OFFSETS_TOPIC
 from logbroker.coord.groups.offsets_topic import partition_for as offsets_partition_for
 from logbroker.coord.groups.transaction_log import TRANSACTION_STATE_TOPIC, partition_for
-from replication_helpers import create, full_isr, layout
-from test_cluster_transactions import CONFIG, read_committed
 
 RECORDS = 3000
 PER_TRANSACTION = 20
@@ -68,8 +68,11 @@ def group_for(cluster, client: str, bs: str) -> str:
     del p
     probe = Consumer({"bootstrap.servers": bs, "group.id": "probe"})
     try:
-        wait_until(lambda: probe.committed([TopicPartition("ci", 0)], timeout=5) is not None, timeout=60,
-                   what="the offsets topic")
+        wait_until(
+            lambda: probe.committed([TopicPartition("ci", 0)], timeout=5) is not None,
+            timeout=60,
+            what="the offsets topic",
+        )
     finally:
         probe.close()
     full_isr(cluster, TRANSACTION_STATE_TOPIC, 5)
@@ -88,10 +91,29 @@ def copier_command(client: str, bs: str, group: str) -> list[str]:
         sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
         from benches.peers.kafka import install
 
-        return install().tools_java(JAVA_COPIER, [
-            "--broker-list", bs, "--input-topic", "ci", "--input-partition", "0", "--output-topic", "co",
-            "--transactional-id", "copy", "--consumer-group", group, "--max-messages", str(RECORDS),
-            "--transaction-size", str(PER_TRANSACTION), "--transaction-timeout", "20000"])
+        return install().tools_java(
+            JAVA_COPIER,
+            [
+                "--broker-list",
+                bs,
+                "--input-topic",
+                "ci",
+                "--input-partition",
+                "0",
+                "--output-topic",
+                "co",
+                "--transactional-id",
+                "copy",
+                "--consumer-group",
+                group,
+                "--max-messages",
+                str(RECORDS),
+                "--transaction-size",
+                str(PER_TRANSACTION),
+                "--transaction-timeout",
+                "20000",
+            ],
+        )
     return [sys.executable, str(COPIER), bs, "ci", "co", "copy", group, str(RECORDS), client]
 
 
@@ -115,8 +137,9 @@ def test_a_copier_survives_killing_its_coordinator_and_itself(tmp_path, client):
         with out1.open("w") as f1:
             first = subprocess.Popen(cmd, stdout=f1, stderr=subprocess.STDOUT)
         try:
-            wait_until(lambda: copied(out1) >= 300 or first.poll() is not None, timeout=120,
-                       what="the first copier under way")
+            wait_until(
+                lambda: copied(out1) >= 300 or first.poll() is not None, timeout=120, what="the first copier under way"
+            )
             assert first.poll() is None, out1.read_text(errors="replace")[-3000:]
             full_isr(cluster, TRANSACTION_STATE_TOPIC, 5)
             index = partition_for("copy", 5)

@@ -110,7 +110,9 @@ def test_compacted_topic_refuses_keyless_records(log, log_dir):
 
 
 def test_cleanup_policy_selects_retention_or_compaction(tmp_path):
-    delete = Log.open(str(tmp_path / "d-0"), "d", 0, {**COMPACT, "cleanup.policy": "delete", "retention.bytes": "0"}, None, 0)
+    delete = Log.open(
+        str(tmp_path / "d-0"), "d", 0, {**COMPACT, "cleanup.policy": "delete", "retention.bytes": "0"}, None, 0
+    )
     for i in range(60):
         put(delete, b"k%d" % (i % 3), b"v" * 40)
     assert delete.compact(5_000, force=True).segments_cleaned == 0

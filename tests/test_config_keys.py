@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from logbroker import _core
 from logbroker.common import config
 from logbroker.common.config import (
@@ -51,7 +52,8 @@ def _gen():
 def test_generated_rust_is_current(tmp_path):
     _gen().generate(TABLE, tmp_path / "config_keys.rs")
     assert (tmp_path / "config_keys.rs").read_text(encoding="utf-8") == RS_OUT.read_text(encoding="utf-8"), (
-        "rust/src/config_keys.rs out of date: run tools/gen_config_keys.py")
+        "rust/src/config_keys.rs out of date: run tools/gen_config_keys.py"
+    )
 
 
 def test_table_is_what_python_serves():
@@ -62,9 +64,14 @@ def test_table_is_what_python_serves():
     assert set(config.DYNAMIC_BROKER_KEYS) == {k.name for k in keys if k.topic_key}
     assert LOG_ENGINE_KEYS == tuple(k.topic_key for k in keys if k.engine)
     assert {k.name for k in keys if k.sensitive} == {
-        "ssl.keystore.key", "ssl.key.password", "archive.s3.secret.access.key",
-        "iceberg.s3.secret.access.key", "iceberg.catalog.credential", "iceberg.catalog.token",
-        "delegation.token.secret.key"}
+        "ssl.keystore.key",
+        "ssl.key.password",
+        "archive.s3.secret.access.key",
+        "iceberg.s3.secret.access.key",
+        "iceberg.catalog.credential",
+        "iceberg.catalog.token",
+        "delegation.token.secret.key",
+    }
     # the Rust side reads the same engine keys, with the same bounds
     engine, others = _gen().load_engine_keys(TABLE)
     assert [row["topic"] for row in engine] == list(LOG_ENGINE_KEYS)
@@ -80,22 +87,31 @@ def _write(tmp_path: Path, row: str) -> Path:
     return path
 
 
-@pytest.mark.parametrize("row, error", [
-    ('name = "a"\ntype = "int"\ndefault = 5\nmin = 6\ndoc = "d"\n', "default '5' does not parse: value 5 is outside"),
-    ('name = "a"\ntype = "int"\ndefault = 5\nmax = 2147483648\ndoc = "d"\n', "not within a int's"),
-    ('name = "a"\ntype = "long"\ndefault = "5"\ndoc = "d"\n', "default '5' is not a long"),
-    ('name = "a"\ntype = "bool"\ndefault = 1\ndoc = "d"\n', "is not a bool"),
-    ('name = "a"\ntype = "integer"\ndefault = 1\ndoc = "d"\n', "type 'integer' is not one of"),
-    ('name = "a"\ntype = "string"\ndefault = ""\ndoc = "d"\nsynonym = "b"\n', "unknown fields ['synonym']"),
-    ('name = "a"\ntype = "string"\ndefault = ""\nparser = "nope"\ndoc = "d"\n', "no parser 'nope'"),
-    ('name = "a"\ntype = "choice"\ndefault = "x"\ndoc = "d"\n', "values are for (and needed by) choice and list"),
-    ('name = "a"\ntype = "choice"\ndefault = "x"\nvalues = ["y"]\ndoc = "d"\n', "expected one of y, got 'x'"),
-    ('name = "a"\ntype = "string"\ndefault = ""\nmin = 1\ndoc = "d"\n', "min and max are for int, long and double"),
-    ('name = "a"\ntype = "string"\ndefault = ""\nengine = true\ndoc = "d"\n', "engine keys are topic-level keys"),
-    ('name = "a"\ntype = "string"\ndefault = ""\n', "no doc"),
-    ('name = "a"\ntype = "string"\ndefault = ""\ndoc = "d"\n[[key]]\nname = "a"\ntype = "bool"\ndefault = true\n'
-     'doc = "d"\n', "name a appears more than once"),
-])
+@pytest.mark.parametrize(
+    "row, error",
+    [
+        (
+            'name = "a"\ntype = "int"\ndefault = 5\nmin = 6\ndoc = "d"\n',
+            "default '5' does not parse: value 5 is outside",
+        ),
+        ('name = "a"\ntype = "int"\ndefault = 5\nmax = 2147483648\ndoc = "d"\n', "not within a int's"),
+        ('name = "a"\ntype = "long"\ndefault = "5"\ndoc = "d"\n', "default '5' is not a long"),
+        ('name = "a"\ntype = "bool"\ndefault = 1\ndoc = "d"\n', "is not a bool"),
+        ('name = "a"\ntype = "integer"\ndefault = 1\ndoc = "d"\n', "type 'integer' is not one of"),
+        ('name = "a"\ntype = "string"\ndefault = ""\ndoc = "d"\nsynonym = "b"\n', "unknown fields ['synonym']"),
+        ('name = "a"\ntype = "string"\ndefault = ""\nparser = "nope"\ndoc = "d"\n', "no parser 'nope'"),
+        ('name = "a"\ntype = "choice"\ndefault = "x"\ndoc = "d"\n', "values are for (and needed by) choice and list"),
+        ('name = "a"\ntype = "choice"\ndefault = "x"\nvalues = ["y"]\ndoc = "d"\n', "expected one of y, got 'x'"),
+        ('name = "a"\ntype = "string"\ndefault = ""\nmin = 1\ndoc = "d"\n', "min and max are for int, long and double"),
+        ('name = "a"\ntype = "string"\ndefault = ""\nengine = true\ndoc = "d"\n', "engine keys are topic-level keys"),
+        ('name = "a"\ntype = "string"\ndefault = ""\n', "no doc"),
+        (
+            'name = "a"\ntype = "string"\ndefault = ""\ndoc = "d"\n[[key]]\nname = "a"\ntype = "bool"\ndefault = true\n'
+            'doc = "d"\n',
+            "name a appears more than once",
+        ),
+    ],
+)
 def test_table_rows_are_checked(tmp_path, row, error):
     with pytest.raises(ValueError, match=re.escape(error)):
         load_config_keys(_write(tmp_path, row))
@@ -149,10 +165,17 @@ def test_both_languages_take_the_same_bounds(tmp_path, key):
     log.close()
 
 
-@pytest.mark.parametrize("topic_key, bad", [
-    ("cleanup.policy", "compacted"), ("cleanup.policy", "delete,delete"), ("cleanup.policy", ""),
-    ("message.timestamp.type", "Now"), ("retention.archive", "maybe"), ("segment.bytes", "big"),
-])
+@pytest.mark.parametrize(
+    "topic_key, bad",
+    [
+        ("cleanup.policy", "compacted"),
+        ("cleanup.policy", "delete,delete"),
+        ("cleanup.policy", ""),
+        ("message.timestamp.type", "Now"),
+        ("retention.archive", "maybe"),
+        ("segment.bytes", "big"),
+    ],
+)
 def test_both_languages_refuse_the_same_values(tmp_path, topic_key, bad):
     with pytest.raises(ConfigError, match=re.escape(topic_key)):
         validate_topic_config({topic_key: bad})
@@ -204,8 +227,12 @@ def test_docs_give_the_tables_defaults():
             continue
         shown = default.strip().strip("`")
         want = BROKER_KEYS[name].default
-        assert shown == want or shown.startswith(f"{want}` ") or shown.startswith(f"{want} ") or (
-            want == "" and shown in ("", "(empty)")), f"{name}: docs say {default.strip()!r}, the table {want!r}"
+        assert (
+            shown == want
+            or shown.startswith(f"{want}` ")
+            or shown.startswith(f"{want} ")
+            or (want == "" and shown in ("", "(empty)"))
+        ), f"{name}: docs say {default.strip()!r}, the table {want!r}"
 
 
 def test_config_keys_command_prints_the_table(capsys):

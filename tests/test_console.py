@@ -18,16 +18,17 @@ import urllib.request
 from urllib.parse import quote, urlparse
 
 import pytest
-
-import logbroker
 from conftest import wait_until
 from replication_helpers import FAST
+
+import logbroker
 
 
 def call(base: str, method: str, path: str, body: object = None, raw: bytes | None = None) -> tuple[int, object]:
     data = raw if raw is not None else (None if body is None else json.dumps(body).encode())
-    req = urllib.request.Request(base.rstrip("/") + path, method=method, data=data,
-                                 headers={"Content-Type": "application/json"})
+    req = urllib.request.Request(
+        base.rstrip("/") + path, method=method, data=data, headers={"Content-Type": "application/json"}
+    )
     try:
         with urllib.request.urlopen(req, timeout=30) as r:
             assert r.headers["Content-Type"] == "application/json"
@@ -54,12 +55,23 @@ def raw_exchange(url: str, data: bytes) -> bytes:
     return out
 
 
-def produce(bootstrap: str, topic: str, records: list[tuple[bytes | None, bytes, list]], partition: int = 0,
-            timestamp: int | None = None) -> None:
+def produce(
+    bootstrap: str,
+    topic: str,
+    records: list[tuple[bytes | None, bytes, list]],
+    partition: int = 0,
+    timestamp: int | None = None,
+) -> None:
     with logbroker.Producer(bootstrap) as p:
         for i, (key, value, headers) in enumerate(records):
-            p.send(topic, value, key=key, partition=partition, headers=headers or None,
-                   timestamp=None if timestamp is None else timestamp + i * 1000)
+            p.send(
+                topic,
+                value,
+                key=key,
+                partition=partition,
+                headers=headers or None,
+                timestamp=None if timestamp is None else timestamp + i * 1000,
+            )
 
 
 def test_rest_routes(tmp_path):
@@ -69,47 +81,72 @@ def test_rest_routes(tmp_path):
         assert [(n["node_id"], n["status"], n["reachable"]) for n in cluster["nodes"]] == [(1, "online", True)]
         assert cluster["controller_id"] == 1 and cluster["partitions"] == []
 
-        created = ok(base, "POST", "/api/topics", {"name": "orders", "partitions": 2, "replication_factor": 1,
-                                                   "configs": {"retention.ms": 3600000}}, status=201)
+        created = ok(
+            base,
+            "POST",
+            "/api/topics",
+            {"name": "orders", "partitions": 2, "replication_factor": 1, "configs": {"retention.ms": 3600000}},
+            status=201,
+        )
         assert [p["partition"] for p in created["partitions"]] == [0, 1]
         assert created["configs"]["retention.ms"] == "3600000"
         status, doc = call(base, "POST", "/api/topics", {"name": "orders"})
         assert status == 409 and doc["kafka_error"] == "TOPIC_ALREADY_EXISTS" and "orders" in doc["error"]
 
-        produce(b.bootstrap_servers, "orders", [(b"k%d" % i, json.dumps({"n": i}).encode(), [("src", b"\xff\x00")])
-                                                for i in range(10)], timestamp=1_700_000_000_000)
+        produce(
+            b.bootstrap_servers,
+            "orders",
+            [(b"k%d" % i, json.dumps({"n": i}).encode(), [("src", b"\xff\x00")]) for i in range(10)],
+            timestamp=1_700_000_000_000,
+        )
         [row] = [t for t in ok(base, "GET", "/api/topics") if t["topic"] == "orders"]
         assert (row["partitions"], row["replication_factor"], row["records"], row["offline"]) == (2, 1, 10, 0)
         assert row["size_bytes"] > 100
         assert not any(t["internal"] for t in ok(base, "GET", "/api/topics"))
         detail = ok(base, "GET", "/api/topics/orders")
         p0 = detail["partitions"][0]
-        assert (p0["leader"], p0["replicas"], p0["isr"], p0["earliest_offset"], p0["latest_offset"], p0["state"]) == \
-            (1, [1], [1], 0, 10, "ok")
+        assert (p0["leader"], p0["replicas"], p0["isr"], p0["earliest_offset"], p0["latest_offset"], p0["state"]) == (
+            1,
+            [1],
+            [1],
+            0,
+            10,
+            "ok",
+        )
         assert p0["size_bytes"] == row["size_bytes"]
 
         text = ok(base, "GET", "/api/topics/orders/messages?partition=0&offset=2&limit=3&format=text")
-        assert [(r["offset"], r["key"], r["value"]) for r in text["records"]] == \
-            [(2, "k2", '{"n": 2}'), (3, "k3", '{"n": 3}'), (4, "k4", '{"n": 4}')]
+        assert [(r["offset"], r["key"], r["value"]) for r in text["records"]] == [
+            (2, "k2", '{"n": 2}'),
+            (3, "k3", '{"n": 3}'),
+            (4, "k4", '{"n": 4}'),
+        ]
         assert text["records"][0]["headers"] == [["src", "\\xff\x00"]] and text["next_offset"] == 5
         js = ok(base, "GET", "/api/topics/orders/messages?partition=0&offset=0&limit=1&format=json")["records"][0]
         assert js["value"] == {"n": 0} and js["key"] == "k0" and js["headers"] == [["src", {"base64": "/wA="}]]
         assert js["not_json"] == ["key", "header src"]
         hexed = ok(base, "GET", "/api/topics/orders/messages?partition=0&limit=2&format=hex")  # the last two
-        assert [(r["offset"], r["key"], r["headers"]) for r in hexed["records"]] == \
-            [(8, b"k8".hex(), [["src", "ff00"]]), (9, b"k9".hex(), [["src", "ff00"]])]
+        assert [(r["offset"], r["key"], r["headers"]) for r in hexed["records"]] == [
+            (8, b"k8".hex(), [["src", "ff00"]]),
+            (9, b"k9".hex(), [["src", "ff00"]]),
+        ]
         by_time = ok(base, "GET", "/api/topics/orders/messages?partition=0&timestamp=1700000004500&limit=100")
         assert [r["offset"] for r in by_time["records"]] == [5, 6, 7, 8, 9]
         assert ok(base, "GET", "/api/topics/orders/messages?partition=1")["records"] == []
 
-        altered = ok(base, "POST", "/api/topics/orders/config", {"set": {"retention.ms": "7200000"},
-                                                                  "delete": ["max.message.bytes"]})
+        altered = ok(
+            base,
+            "POST",
+            "/api/topics/orders/config",
+            {"set": {"retention.ms": "7200000"}, "delete": ["max.message.bytes"]},
+        )
         assert altered["configs"]["retention.ms"] == "7200000"
         assert ok(base, "GET", "/api/topics/orders")["configs"]["retention.ms"] == "7200000"
 
         # a group with a live member: lag per partition, and a reset refused as Kafka refuses it
-        with logbroker.Consumer(b.bootstrap_servers, group_id="billing", auto_offset_reset="earliest",
-                                enable_auto_commit=False) as c:
+        with logbroker.Consumer(
+            b.bootstrap_servers, group_id="billing", auto_offset_reset="earliest", enable_auto_commit=False
+        ) as c:
             c.subscribe(["orders"])
             wait_until(lambda: c.poll(0.2) or c.assignment(), what="the consumer's assignment")
             c.commit({("orders", 0): 4, ("orders", 1): 0})
@@ -124,8 +161,12 @@ def test_rest_routes(tmp_path):
             assert status == 409 and "billing" in doc["error"] and "Stable" in doc["error"], doc
         reset = ok(base, "POST", "/api/groups/billing/reset-offsets", {"topic": "orders", "to": "offset", "value": 7})
         assert reset["offsets"] == [{"partition": 0, "offset": 7}, {"partition": 1, "offset": 7}]
-        reset = ok(base, "POST", "/api/groups/billing/reset-offsets",
-                   {"topic": "orders", "to": "timestamp", "value": 1_700_000_003_000})
+        reset = ok(
+            base,
+            "POST",
+            "/api/groups/billing/reset-offsets",
+            {"topic": "orders", "to": "timestamp", "value": 1_700_000_003_000},
+        )
         assert reset["offsets"] == [{"partition": 0, "offset": 3}, {"partition": 1, "offset": 0}]
         reset = ok(base, "POST", "/api/groups/billing/reset-offsets", {"topic": "orders", "to": "latest"})
         assert reset["offsets"] == [{"partition": 0, "offset": 10}, {"partition": 1, "offset": 0}]
@@ -136,6 +177,7 @@ def test_rest_routes(tmp_path):
             produce(b.bootstrap_servers, "orders", [(None, b"x" * 100, [])] * 50)
             d = ok(base, "GET", "/api/throughput")
             return any(s["records_per_s"].get("orders", 0) > 0 and s["bytes_per_s"]["orders"] > 0 for s in d["samples"])
+
         wait_until(moved, timeout=30, what="a throughput sample with records/s on orders")
         d = ok(base, "GET", "/api/throughput")
         assert d["interval_s"] == 2.0 and "orders" in d["topics"] and d["totals"]["orders"]["records"] >= 60
@@ -192,8 +234,12 @@ def test_bad_input_gets_a_clean_4xx_and_the_broker_goes_on(tmp_path):
         ]
         for method, path, body, status, says in bad:
             got, doc = call(base, method, path, body)
-            assert (got, says in doc.get("error", "") + doc.get("kafka_error", "")) == (status, True), \
-                (method, path, got, doc)
+            assert (got, says in doc.get("error", "") + doc.get("kafka_error", "")) == (status, True), (
+                method,
+                path,
+                got,
+                doc,
+            )
         got, doc = call(base, "POST", "/api/topics", raw=b"{not json")
         assert got == 400 and "not JSON" in doc["error"]
         got, doc = call(base, "POST", "/api/topics", raw=b"\xff\xfe")
@@ -207,7 +253,9 @@ def test_bad_input_gets_a_clean_4xx_and_the_broker_goes_on(tmp_path):
         assert raw_exchange(base, b"GET / HTTP/1.1\r\nX: " + b"a" * 20000 + b"\r\n\r\n").startswith(b"HTTP/1.1 431 ")
         chunked = b"POST /api/topics HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n"
         assert raw_exchange(base, chunked).startswith(b"HTTP/1.1 411 ")
-        assert raw_exchange(base, b"GET /api/cluster HTTP/1.1\r\nContent-Length: -1\r\n\r\n").startswith(b"HTTP/1.1 400 ")
+        assert raw_exchange(base, b"GET /api/cluster HTTP/1.1\r\nContent-Length: -1\r\n\r\n").startswith(
+            b"HTTP/1.1 400 "
+        )
         with socket.create_connection((urlparse(base).hostname, urlparse(base).port), timeout=5) as s:
             s.sendall(b"GET /api/clu")  # and hang up mid-request
         # the broker and its console go on
@@ -314,8 +362,13 @@ def test_console_in_chromium_against_a_cluster_while_a_broker_is_killed(tmp_path
         # records from our producer, browsed as text, JSON and hex
         with logbroker.Producer(cluster.bootstrap_servers, acks="all") as producer:
             for i in range(20):
-                producer.send("events", json.dumps({"id": i, "kind": "click"}).encode(), key=f"user-{i}".encode(),
-                              partition=0, headers=[("trace", b"t-%d" % i)])
+                producer.send(
+                    "events",
+                    json.dumps({"id": i, "kind": "click"}).encode(),
+                    key=f"user-{i}".encode(),
+                    partition=0,
+                    headers=[("trace", b"t-%d" % i)],
+                )
         wait_text(page, "partition-end-0", "20")
         page.click('[data-testid="topic-browse"]')
         page.select_option('[data-testid="msg-topic"]', "events")
@@ -338,8 +391,9 @@ def test_console_in_chromium_against_a_cluster_while_a_broker_is_killed(tmp_path
         assert text_of(page, "msg-headers-5") == "trace: " + b"t-5".hex()
 
         # a group's lag, then its offsets reset through the form
-        with logbroker.Consumer(cluster.bootstrap_servers, group_id="readers", auto_offset_reset="earliest",
-                                enable_auto_commit=False) as c:
+        with logbroker.Consumer(
+            cluster.bootstrap_servers, group_id="readers", auto_offset_reset="earliest", enable_auto_commit=False
+        ) as c:
             c.assign([("events", 0)])
             c.commit({("events", 0): 15})
         page.goto(base + "#group/readers")

@@ -11,20 +11,33 @@ import json
 import time
 from urllib.parse import urlparse
 
-import pytest
-from confluent_kafka.admin import (AclBinding, AclOperation, AclPermissionType, AdminClient, ResourcePatternType,
-                                   ResourceType, ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion)
-
-import logbroker
+from confluent_kafka.admin import (
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    AdminClient,
+    ResourcePatternType,
+    ResourceType,
+    ScramCredentialInfo,
+    ScramMechanism,
+    UserScramCredentialUpsertion,
+)
 from conftest import wait_until
 from test_console import browser, by_id, wait_text  # noqa: F401 - the browser fixture
 
-JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" '
-        'password="admin-secret" user_admin="admin-secret" user_carol="carol-secret";')
-CONFIG = {"listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS,
-          "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
-          "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
-          "super.users": "User:admin", "console.listen": "127.0.0.1:0"}
+import logbroker
+
+JAAS = (
+    'org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" '
+    'password="admin-secret" user_admin="admin-secret" user_carol="carol-secret";'
+)
+CONFIG = {
+    "listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS,
+    "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
+    "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+    "super.users": "User:admin",
+    "console.listen": "127.0.0.1:0",
+}
 
 
 class Http:
@@ -37,8 +50,9 @@ class Http:
         self.csrf: str | None = None
         self.last_headers: http.client.HTTPMessage | None = None
 
-    def call(self, method: str, path: str, body: object = None, headers: dict[str, str] | None = None,
-             csrf: bool = True) -> tuple[int, dict]:
+    def call(
+        self, method: str, path: str, body: object = None, headers: dict[str, str] | None = None, csrf: bool = True
+    ) -> tuple[int, dict]:
         conn = http.client.HTTPConnection(self.host, self.port, timeout=30)
         h = {"Content-Type": "application/json", **(headers or {})}
         if self.cookie:
@@ -66,13 +80,29 @@ class Http:
 
 def setup_users(bootstrap: str) -> None:
     """alice: a SCRAM user who may describe and read `orders` only; carol: a PLAIN user with no ACLs."""
-    admin = AdminClient({"bootstrap.servers": bootstrap, "security.protocol": "SASL_PLAINTEXT",
-                         "sasl.mechanism": "PLAIN", "sasl.username": "admin", "sasl.password": "admin-secret"})
-    for fut in admin.alter_user_scram_credentials([UserScramCredentialUpsertion(
-            "alice", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096), b"alice-secret")]).values():
+    admin = AdminClient(
+        {
+            "bootstrap.servers": bootstrap,
+            "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": "PLAIN",
+            "sasl.username": "admin",
+            "sasl.password": "admin-secret",
+        }
+    )
+    for fut in admin.alter_user_scram_credentials(
+        [
+            UserScramCredentialUpsertion(
+                "alice", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096), b"alice-secret"
+            )
+        ]
+    ).values():
         fut.result(30)
-    bindings = [AclBinding(ResourceType.TOPIC, "orders", ResourcePatternType.LITERAL, "User:alice", "*", op,
-                           AclPermissionType.ALLOW) for op in (AclOperation.DESCRIBE, AclOperation.READ)]
+    bindings = [
+        AclBinding(
+            ResourceType.TOPIC, "orders", ResourcePatternType.LITERAL, "User:alice", "*", op, AclPermissionType.ALLOW
+        )
+        for op in (AclOperation.DESCRIBE, AclOperation.READ)
+    ]
     for fut in admin.create_acls(bindings).values():
         fut.result(30)
 
@@ -86,13 +116,25 @@ def test_console_login_sessions_csrf_and_acls(tmp_path):
         conn.request("GET", "/")
         assert conn.getresponse().status == 200
         conn.close()
-        for method, path in [("GET", "/api/topics"), ("GET", "/api/cluster"), ("GET", "/api/session"),
-                             ("GET", "/api/groups"), ("GET", "/api/throughput"), ("POST", "/api/topics"),
-                             ("DELETE", "/api/topics/orders"), ("GET", "/api/topics/orders/messages")]:
+        for method, path in [
+            ("GET", "/api/topics"),
+            ("GET", "/api/cluster"),
+            ("GET", "/api/session"),
+            ("GET", "/api/groups"),
+            ("GET", "/api/throughput"),
+            ("POST", "/api/topics"),
+            ("DELETE", "/api/topics/orders"),
+            ("GET", "/api/topics/orders/messages"),
+        ]:
             status, doc = anon.call(method, path, {"name": "x"} if method == "POST" else None)
             assert status == 401 and "log in" in doc["error"], (method, path, status, doc)
         # wrong passwords and unknown users: 401, saying neither which
-        for user, password in [("alice", "wrong"), ("nobody", "alice-secret"), ("admin", ""), ("carol", "alice-secret")]:
+        for user, password in [
+            ("alice", "wrong"),
+            ("nobody", "alice-secret"),
+            ("admin", ""),
+            ("carol", "alice-secret"),
+        ]:
             started = time.monotonic()
             status, doc = anon.call("POST", "/api/login", {"username": user, "password": password})
             assert status == 401 and doc["error"] == "login refused: unknown user or wrong password"
@@ -110,8 +152,15 @@ def test_console_login_sessions_csrf_and_acls(tmp_path):
         for name in ("orders", "secret"):
             status, doc = admin.call("POST", "/api/topics", {"name": name, "partitions": 1, "replication_factor": 1})
             assert status == 201, doc
-        with logbroker.Producer(b.bootstrap_servers, **{"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
-                                                        "sasl.username": "admin", "sasl.password": "admin-secret"}) as p:
+        with logbroker.Producer(
+            b.bootstrap_servers,
+            **{
+                "security.protocol": "SASL_PLAINTEXT",
+                "sasl.mechanism": "PLAIN",
+                "sasl.username": "admin",
+                "sasl.password": "admin-secret",
+            },
+        ) as p:
             for i in range(5):
                 p.send("orders", b"order-%d" % i, partition=0)
             p.send("secret", b"hidden", partition=0)
@@ -147,8 +196,11 @@ def test_console_login_sessions_csrf_and_acls(tmp_path):
         assert sorted(t["topic"] for t in admin.call("GET", "/api/topics")[1]) == ["orders", "secret"]
 
         # throughput: sampled as the node's own user, each user shown only their topics
-        wait_until(lambda: "secret" in admin.call("GET", "/api/throughput")[1]["totals"], timeout=30,
-                   what="the throughput sampler's totals")
+        wait_until(
+            lambda: "secret" in admin.call("GET", "/api/throughput")[1]["totals"],
+            timeout=30,
+            what="the throughput sampler's totals",
+        )
         assert list(alice.call("GET", "/api/throughput")[1]["totals"]) == ["orders"]
 
         # logout: the session is forgotten; its cookie replayed is 401, the other session lives on
@@ -192,8 +244,12 @@ def test_console_login_page_in_chromium(tmp_path, browser):  # noqa: F811 - the 
         page.fill('[data-testid="create-topic-partitions"]', "1")
         page.fill('[data-testid="create-topic-rf"]', "1")
         page.click('[data-testid="create-topic-submit"]')
-        wait_text(page, "notice", lambda t: "uthorization" in t or "not authorized" in t.lower() or "denied" in t.lower(),
-                  what="the refusal of alice's create")
+        wait_text(
+            page,
+            "notice",
+            lambda t: "uthorization" in t or "not authorized" in t.lower() or "denied" in t.lower(),
+            what="the refusal of alice's create",
+        )
         cookies = page.context.cookies()
         [cookie] = [c for c in cookies if c["name"] == "logbroker_console"]
         assert cookie["httpOnly"] and cookie["sameSite"] == "Strict"
@@ -218,15 +274,22 @@ def test_console_login_with_an_oauth_token(tmp_path):
     from oidc_provider import OidcProvider, SigningKey
 
     with OidcProvider({}) as idp:
-        config = {**CONFIG, "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256,OAUTHBEARER",
-                  "sasl.oauthbearer.jwks.endpoint.url": idp.jwks_url, "sasl.oauthbearer.expected.audience": "kafka",
-                  "sasl.oauthbearer.clock.skew.seconds": "0"}
+        config = {
+            **CONFIG,
+            "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256,OAUTHBEARER",
+            "sasl.oauthbearer.jwks.endpoint.url": idp.jwks_url,
+            "sasl.oauthbearer.expected.audience": "kafka",
+            "sasl.oauthbearer.clock.skew.seconds": "0",
+        }
         with logbroker.Broker(data_dir=tmp_path / "d", listener="SASL_PLAINTEXT", config=config) as b:
             setup_users(b.bootstrap_servers)  # alice may describe and read `orders`
             admin = Http(b.console_url)
             admin.login("admin", "admin-secret")
             for name in ("orders", "secret"):
-                assert admin.call("POST", "/api/topics", {"name": name, "partitions": 1, "replication_factor": 1})[0] == 201
+                assert (
+                    admin.call("POST", "/api/topics", {"name": name, "partitions": 1, "replication_factor": 1})[0]
+                    == 201
+                )
 
             alice = Http(b.console_url)
             status, doc = alice.call("POST", "/api/login", {"token": idp.token("alice")})

@@ -17,8 +17,11 @@ class Clock:
         return self.now
 
 
-def store(clock: Clock, right: dict[tuple[str, str], list[str]] | None = None,
-          enabled: str = "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512") -> s.Sessions:
+def store(
+    clock: Clock,
+    right: dict[tuple[str, str], list[str]] | None = None,
+    enabled: str = "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
+) -> s.Sessions:
     right = right or {}
     return s.Sessions(lambda u, p: right.get((u, p), []), enabled.split(","), idle_s=60.0, clock=clock)
 
@@ -95,9 +98,13 @@ def test_csrf_and_origin():
     s.Sessions.check_change(a, "GET", {}, own)  # reads need no token
     s.Sessions.check_change(a, "POST", {"x-csrf-token": a.csrf_token}, own)
     s.Sessions.check_change(a, "DELETE", {"x-csrf-token": a.csrf_token, "origin": "http://console:8080"}, own)
-    for headers in ({}, {"x-csrf-token": ""}, {"x-csrf-token": a.csrf_token[:-1]},
-                    {"x-csrf-token": a.csrf_token, "origin": "http://evil.example"},
-                    {"x-csrf-token": a.csrf_token, "origin": "https://console:8080"}):
+    for headers in (
+        {},
+        {"x-csrf-token": ""},
+        {"x-csrf-token": a.csrf_token[:-1]},
+        {"x-csrf-token": a.csrf_token, "origin": "http://evil.example"},
+        {"x-csrf-token": a.csrf_token, "origin": "https://console:8080"},
+    ):
         with pytest.raises(s.SessionError) as e:
             s.Sessions.check_change(a, "POST", headers, own)
         assert e.value.status == 403

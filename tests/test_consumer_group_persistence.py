@@ -29,8 +29,8 @@ from pathlib import Path
 import pytest
 import trio
 import trio.testing
-
 from conftest import require_java, wait_until
+
 from logbroker.coord.groups import offsets_topic as ot
 from logbroker.coord.groups.offsets_topic import (
     CG_CURRENT_ASSIGNMENT,
@@ -56,15 +56,26 @@ TID_BYTES = bytes.fromhex("0123456789abcdef0123456789abcdef")
 
 
 def test_consumer_group_records_round_trip():
-    for kind, member in [(CG_METADATA, None), (CG_PARTITION_METADATA, None), (CG_MEMBER_METADATA, "m-1"),
-                         (CG_TARGET_METADATA, None), (CG_TARGET_MEMBER, "m-1"), (CG_CURRENT_ASSIGNMENT, "m-1")]:
+    for kind, member in [
+        (CG_METADATA, None),
+        (CG_PARTITION_METADATA, None),
+        (CG_MEMBER_METADATA, "m-1"),
+        (CG_TARGET_METADATA, None),
+        (CG_TARGET_MEMBER, "m-1"),
+        (CG_CURRENT_ASSIGNMENT, "m-1"),
+    ]:
         assert ot.parse_key(ot.consumer_group_key(kind, "grp", member)) == (kind, "grp", member, None)
     assert ot.parse_consumer_group_metadata_value(ot.consumer_group_metadata_value(42)) == 42
     assert ot.parse_target_assignment_metadata_value(ot.target_assignment_metadata_value(41)) == 41
-    topics = [TopicMetadataRecord(TID, "orders", 12), TopicMetadataRecord(uuid.uuid4(), "é-topic", 1, [(0, ["r1", "r2"])])]
+    topics = [
+        TopicMetadataRecord(TID, "orders", 12),
+        TopicMetadataRecord(uuid.uuid4(), "é-topic", 1, [(0, ["r1", "r2"])]),
+    ]
     assert ot.parse_partition_metadata_value(ot.partition_metadata_value(topics)) == topics
-    for m in [ConsumerMemberRecord("inst", "rack-a", "client", "/10.0.0.1", ["a", "b"], None, 45000, "uniform"),
-              ConsumerMemberRecord(None, None, "", "", [], "orders-.*", -1, None)]:
+    for m in [
+        ConsumerMemberRecord("inst", "rack-a", "client", "/10.0.0.1", ["a", "b"], None, 45000, "uniform"),
+        ConsumerMemberRecord(None, None, "", "", [], "orders-.*", -1, None),
+    ]:
         assert ot.parse_member_metadata_value(ot.member_metadata_value(m)) == m
     parts = [(TID, [0, 3, 5]), (uuid.uuid4(), list(range(200)))]  # 200: a count past one varint byte
     assert ot.parse_target_assignment_member_value(ot.target_assignment_member_value(parts)) == parts
@@ -91,15 +102,18 @@ def test_decodes_bytes_laid_out_as_kafka_schemas_say():
     assert ot.partition_metadata_value([TopicMetadataRecord(TID, "t", 4)]) == pm
     # ConsumerGroupMemberMetadataKey (type 5): GroupId, MemberId
     assert ot.consumer_group_key(CG_MEMBER_METADATA, "g1", "m") == b"\x00\x05\x00\x02g1\x00\x01m"
-    member = (b"\x00\x00"            # version 0
-              + b"\x00"              # InstanceId null
-              + b"\x02r"             # RackId "r"
-              + b"\x02c"             # ClientId "c"
-              + b"\x03/h"            # ClientHost "/h"
-              + b"\x02" + b"\x02t"   # SubscribedTopicNames ["t"]
-              + b"\x00"              # SubscribedTopicRegex null
-              + b"\x00\x00\xaf\xc8"  # RebalanceTimeoutMs 45000
-              + b"\x08uniform")      # ServerAssignor "uniform"
+    member = (
+        b"\x00\x00"  # version 0
+        + b"\x00"  # InstanceId null
+        + b"\x02r"  # RackId "r"
+        + b"\x02c"  # ClientId "c"
+        + b"\x03/h"  # ClientHost "/h"
+        + b"\x02"
+        + b"\x02t"  # SubscribedTopicNames ["t"]
+        + b"\x00"  # SubscribedTopicRegex null
+        + b"\x00\x00\xaf\xc8"  # RebalanceTimeoutMs 45000
+        + b"\x08uniform"
+    )  # ServerAssignor "uniform"
     expected = ConsumerMemberRecord(None, "r", "c", "/h", ["t"], None, 45000, "uniform")
     assert ot.parse_member_metadata_value(member + b"\x00") == expected
     assert ot.member_metadata_value(expected) == member + b"\x00"
@@ -118,10 +132,23 @@ def test_decodes_bytes_laid_out_as_kafka_schemas_say():
     # ConsumerGroupCurrentMemberAssignmentKey (type 8) + Value: MemberEpoch, PreviousMemberEpoch,
     # State int8, AssignedPartitions, PartitionsPendingRevocation
     assert ot.consumer_group_key(CG_CURRENT_ASSIGNMENT, "g1", "m") == b"\x00\x08\x00\x02g1\x00\x01m"
-    current = (b"\x00\x00" + b"\x00\x00\x00\x07" + b"\xff\xff\xff\xff" + b"\x01"
-               + b"\x02" + TID_BYTES + b"\x02" + b"\x00\x00\x00\x01" + b"\x00"
-               + b"\x02" + TID_BYTES + b"\x02" + b"\x00\x00\x00\x03" + b"\x00"
-               + b"\x00")
+    current = (
+        b"\x00\x00"
+        + b"\x00\x00\x00\x07"
+        + b"\xff\xff\xff\xff"
+        + b"\x01"
+        + b"\x02"
+        + TID_BYTES
+        + b"\x02"
+        + b"\x00\x00\x00\x01"
+        + b"\x00"
+        + b"\x02"
+        + TID_BYTES
+        + b"\x02"
+        + b"\x00\x00\x00\x03"
+        + b"\x00"
+        + b"\x00"
+    )
     rec = CurrentAssignmentRecord(7, -1, 1, [(TID, [1])], [(TID, [3])])
     assert ot.parse_current_assignment_value(current) == rec
     assert ot.current_assignment_value(rec) == current
@@ -156,14 +183,30 @@ def log_end(coord, group: str) -> int:
 def state(coord, group: str) -> dict:
     g = coord.consumer.groups[group]
     return {
-        "group_epoch": g.group_epoch, "assignment_epoch": g.assignment_epoch, "assignor": g.assignor,
+        "group_epoch": g.group_epoch,
+        "assignment_epoch": g.assignment_epoch,
+        "assignor": g.assignor,
         "target": {k: set(v) for k, v in g.target.items() if v or k in g.members},
         "subscription_metadata": dict(g.subscription_metadata),
         "static": dict(g.static_members),
-        "members": {mid: (m.member_epoch, m.previous_epoch, set(m.assigned), set(m.pending_revocation),
-                          m.instance_id, m.rack_id, m.client_id, m.client_host, list(m.subscribed_topics),
-                          m.subscribed_regex, m.server_assignor, m.rebalance_timeout_ms, m.left_temporarily)
-                    for mid, m in g.members.items()},
+        "members": {
+            mid: (
+                m.member_epoch,
+                m.previous_epoch,
+                set(m.assigned),
+                set(m.pending_revocation),
+                m.instance_id,
+                m.rack_id,
+                m.client_id,
+                m.client_host,
+                list(m.subscribed_topics),
+                m.subscribed_regex,
+                m.server_assignor,
+                m.rebalance_timeout_ms,
+                m.left_temporarily,
+            )
+            for mid, m in g.members.items()
+        },
     }
 
 
@@ -176,10 +219,17 @@ async def test_reload_rebuilds_the_group_from_delta_records(tmp_path, nursery, c
     tid = coord.controller.image.topics["t"].topic_id
 
     async def hb(member_id, epoch, owned=None, topics=None, instance=None):
-        req = HB(group_id="g", member_id=member_id, member_epoch=epoch, rebalance_timeout_ms=20000,
-                 instance_id=instance, rack_id="rack-1" if epoch == 0 else None, subscribed_topic_names=topics,
-                 server_assignor="range" if member_id == "m2" and epoch == 0 else None,
-                 topic_partitions=None if owned is None else [HB.TopicPartitions(topic_id=tid, partitions=sorted(owned))])
+        req = HB(
+            group_id="g",
+            member_id=member_id,
+            member_epoch=epoch,
+            rebalance_timeout_ms=20000,
+            instance_id=instance,
+            rack_id="rack-1" if epoch == 0 else None,
+            subscribed_topic_names=topics,
+            server_assignor="range" if member_id == "m2" and epoch == 0 else None,
+            topic_partitions=None if owned is None else [HB.TopicPartitions(topic_id=tid, partitions=sorted(owned))],
+        )
         return await coord.consumer.heartbeat(req, 1, f"client-{member_id}", "/127.0.0.1")
 
     at = log_end(coord, "g")
@@ -187,8 +237,14 @@ async def test_reload_rebuilds_the_group_from_delta_records(tmp_path, nursery, c
     assert r1["member_epoch"] == 1
     # a join writes the whole group: member, group epoch, partition metadata, target, current
     kinds = [k for k, _, _ in records_of(coord, "g", at)]
-    assert kinds == [CG_MEMBER_METADATA, CG_METADATA, CG_PARTITION_METADATA, CG_TARGET_MEMBER, CG_TARGET_METADATA,
-                     CG_CURRENT_ASSIGNMENT], kinds
+    assert kinds == [
+        CG_MEMBER_METADATA,
+        CG_METADATA,
+        CG_PARTITION_METADATA,
+        CG_TARGET_MEMBER,
+        CG_TARGET_METADATA,
+        CG_CURRENT_ASSIGNMENT,
+    ], kinds
     # a heartbeat that changes nothing writes nothing
     at = log_end(coord, "g")
     assert (await hb("m1", 1, owned={0, 1, 2, 3}))["error"] == 0
@@ -233,8 +289,11 @@ async def test_reload_rebuilds_the_group_from_delta_records(tmp_path, nursery, c
     at = log_end(coord, "g")
     assert (await hb("m3", -1))["error"] == 0
     recs = records_of(coord, "g", at)
-    assert [(k, m) for k, m, v in recs if v is None] == [(CG_CURRENT_ASSIGNMENT, "m3"), (CG_TARGET_MEMBER, "m3"),
-                                                          (CG_MEMBER_METADATA, "m3")]
+    assert [(k, m) for k, m, v in recs if v is None] == [
+        (CG_CURRENT_ASSIGNMENT, "m3"),
+        (CG_TARGET_MEMBER, "m3"),
+        (CG_MEMBER_METADATA, "m3"),
+    ]
     before = state(coord, "g")
     await coord.reload()
     assert state(coord, "g") == before and before["group_epoch"] == 3
@@ -262,10 +321,18 @@ async def test_reload_rebuilds_the_group_from_delta_records(tmp_path, nursery, c
 
 def heartbeat(bs: str, group: str, member_id: str, epoch: int, topic_id=None, owned=None, topics=None):
     HB = REQUESTS[68]
-    req = HB(group_id=group, member_id=member_id, member_epoch=epoch, rebalance_timeout_ms=30000,
-             subscribed_topic_names=topics,
-             topic_partitions=None if owned is None else
-             [HB.TopicPartitions(topic_id=topic_id, partitions=sorted(owned))] if owned else [])
+    req = HB(
+        group_id=group,
+        member_id=member_id,
+        member_epoch=epoch,
+        rebalance_timeout_ms=30000,
+        subscribed_topic_names=topics,
+        topic_partitions=None
+        if owned is None
+        else [HB.TopicPartitions(topic_id=topic_id, partitions=sorted(owned))]
+        if owned
+        else [],
+    )
     from rawclient import RawClient
 
     with RawClient(bs) as c:
@@ -284,10 +351,11 @@ def test_kafka_dump_log_decodes_the_consumer_group_records(tmp_path):
     of __consumer_offsets: every record type, with the values the group has."""
     require_java()
     sys.path.insert(0, str(HERE.parent))
+    from replication_helpers import create
+
     from benches.peers.kafka import install
     from logbroker import Broker
     from logbroker.coord.groups.offsets_topic import partition_for
-    from replication_helpers import create
 
     with Broker(data_dir=tmp_path / "d") as b:
         bs = b.bootstrap_servers
@@ -307,17 +375,23 @@ def test_kafka_dump_log_decodes_the_consumer_group_records(tmp_path):
         index = partition_for("dg", b.config.get_int("offsets.topic.num.partitions"))
         segs = sorted((tmp_path / "d" / f"{OFFSETS_TOPIC}-{index}").glob("*.log"))
         kafka = install()
-        r = subprocess.run(kafka.tools_java("org.apache.kafka.tools.DumpLogSegments",
-                                            ["--files", ",".join(map(str, segs)), "--offsets-decoder"]),
-                           capture_output=True, text=True, timeout=180)
+        r = subprocess.run(
+            kafka.tools_java(
+                "org.apache.kafka.tools.DumpLogSegments", ["--files", ",".join(map(str, segs)), "--offsets-decoder"]
+            ),
+            capture_output=True,
+            text=True,
+            timeout=180,
+        )
         assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
         decoded = re.findall(r"key: (\{.*?\}) payload: (.*)$", r.stdout, re.M)
         mine = [(json.loads(k), p) for k, p in decoded if json.loads(k)["data"].get("groupId") == "dg"]
         assert mine, r.stdout[-3000:]
         by_type: dict[str, list] = {}
         for key, payload in mine:
-            by_type.setdefault(key["type"], []).append((key["data"], None if not payload.startswith("{")
-                                                        else json.loads(payload)))
+            by_type.setdefault(key["type"], []).append(
+                (key["data"], None if not payload.startswith("{") else json.loads(payload))
+            )
         assert set(by_type) == {"3", "4", "5", "6", "7", "8"}, sorted(by_type)
         assert by_type["3"][-1][1]["data"]["epoch"] == 3  # joined, joined, left
         assert by_type["6"][-1][1]["data"]["assignmentEpoch"] == 3
@@ -354,8 +428,10 @@ def group_view(bs: str, group: str):
     d = describe(bs, group)
     if d.error_code != 0:
         return None
-    return d.group_epoch, {m.member_id: (m.member_epoch, sorted(p for tp in m.assignment.topic_partitions
-                                                               for p in tp.partitions)) for m in d.members}
+    return d.group_epoch, {
+        m.member_id: (m.member_epoch, sorted(p for tp in m.assignment.topic_partitions for p in tp.partitions))
+        for m in d.members
+    }
 
 
 def stable_view(bs: str, group: str, members: list, partitions: int):
@@ -366,8 +442,11 @@ def stable_view(bs: str, group: str, members: list, partitions: int):
         return None
     epoch, by_member = v
     owned = [set(ps) for _, ps in by_member.values()]
-    if any(e != epoch for e, _ in by_member.values()) or sum(map(len, owned)) != partitions \
-            or set().union(*owned) != set(range(partitions)):
+    if (
+        any(e != epoch for e, _ in by_member.values())
+        or sum(map(len, owned)) != partitions
+        or set().union(*owned) != set(range(partitions))
+    ):
         return None
     if sorted(map(sorted, owned)) != sorted(sorted(m.assigned) for m in members):
         return None
@@ -391,8 +470,10 @@ def committed_ends(bs: str, group: str, topic: str, partitions: int) -> dict[int
 
     c = Consumer({"bootstrap.servers": bs, "group.id": group, "enable.auto.commit": False})
     try:
-        return {tp.partition: tp.offset for tp in c.committed([TopicPartition(topic, p) for p in range(partitions)],
-                                                              timeout=15)}
+        return {
+            tp.partition: tp.offset
+            for tp in c.committed([TopicPartition(topic, p) for p in range(partitions)], timeout=15)
+        }
     finally:
         c.close()
 
@@ -407,10 +488,12 @@ class JavaMember:
         sys.path.insert(0, str(HERE.parent))
         from benches.peers.kafka import install
 
-        cmd = install().tools_java(str(HERE / "java" / "CoopWorker.java"), [bootstrap, group, topic, name, "consumer"],
-                                   heap="-Xmx256m")
-        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                     text=True)
+        cmd = install().tools_java(
+            str(HERE / "java" / "CoopWorker.java"), [bootstrap, group, topic, name, "consumer"], heap="-Xmx256m"
+        )
+        self.proc = subprocess.Popen(
+            cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+        )
         self.assigned: set[int] = set()
         self.history: list[tuple[str, list[int]]] = []
         self.records: list[tuple[int, int, str]] = []
@@ -449,14 +532,20 @@ def test_members_continue_after_their_coordinator_is_killed(tmp_path, client):
     assignments; the members go on without a rebalance (no partition revoked or assigned on
     their side), every record is consumed exactly once, and the committed offsets are the ends.
     Then the killed broker comes back (and may lead the partition again): the same."""
-    from logbroker import Cluster
-    from logbroker.coord.groups.offsets_topic import partition_for
     from replication_helpers import FAST, create, full_isr, layout
     from test_groups import MemberProc, produce
 
-    config = {**FAST, "offsets.topic.replication.factor": 3, "offsets.topic.num.partitions": 5,
-              "min.insync.replicas": 2, "group.consumer.heartbeat.interval.ms": 500,
-              "group.consumer.session.timeout.ms": SESSION_MS}
+    from logbroker import Cluster
+    from logbroker.coord.groups.offsets_topic import partition_for
+
+    config = {
+        **FAST,
+        "offsets.topic.replication.factor": 3,
+        "offsets.topic.num.partitions": 5,
+        "min.insync.replicas": 2,
+        "group.consumer.heartbeat.interval.ms": 500,
+        "group.consumer.session.timeout.ms": SESSION_MS,
+    }
     started: list = []
     with Cluster(3, data_dir=tmp_path / "cluster", config=config) as cluster:
         try:
@@ -474,11 +563,15 @@ def test_members_continue_after_their_coordinator_is_killed(tmp_path, client):
             index = partition_for("cg-kill", 5)
             coordinator = layout(cluster.nodes[0])[(OFFSETS_TOPIC, index)][0]
             coord_bs = cluster.node(coordinator).bootstrap_servers
-            before = wait_until(lambda: stable_view(coord_bs, "cg-kill", started, 6), timeout=60,
-                                what="two members with a stable split")
+            before = wait_until(
+                lambda: stable_view(coord_bs, "cg-kill", started, 6), timeout=60, what="two members with a stable split"
+            )
             wait_until(lambda: sum(len(m.records) for m in started) >= 600, timeout=60, what="the first 600 records")
-            wait_until(lambda: committed_ends(bs, "cg-kill", "cg-t", 6) == {p: 100 for p in range(6)}, timeout=30,
-                       what="the first records committed")
+            wait_until(
+                lambda: committed_ends(bs, "cg-kill", "cg-t", 6) == {p: 100 for p in range(6)},
+                timeout=30,
+                what="the first records committed",
+            )
             marks = [len(m.history) for m in started]
 
             cluster.node(coordinator).kill()
@@ -490,25 +583,35 @@ def test_members_continue_after_their_coordinator_is_killed(tmp_path, client):
 
             moved = wait_until(new_coordinator, timeout=60, what=f"a new leader of {OFFSETS_TOPIC}-{index}")
             new_bs = cluster.node(moved).bootstrap_servers
-            after = wait_until(lambda: group_view(new_bs, "cg-kill"), timeout=60,
-                               what=f"node {moved} coordinating cg-kill")
+            after = wait_until(
+                lambda: group_view(new_bs, "cg-kill"), timeout=60, what=f"node {moved} coordinating cg-kill"
+            )
             loaded = time.monotonic()
             assert after == before, f"the group changed across the failover: {before} -> {after}"
             more = produce(bs, "cg-t", 6, 300, "b")
-            wait_until(lambda: sum(len(m.records) for m in started) >= 900, timeout=90,
-                       what="the records produced after the failover")
+            wait_until(
+                lambda: sum(len(m.records) for m in started) >= 900,
+                timeout=90,
+                what="the records produced after the failover",
+            )
             outlive_session(loaded)  # members not heartbeating the new coordinator would be gone by now
             assert group_view(new_bs, "cg-kill") == before
             assert_no_rebalance(started, marks)
             assert_exactly_once(started, values + more)
-            wait_until(lambda: committed_ends(bs, "cg-kill", "cg-t", 6) == {p: 150 for p in range(6)}, timeout=30,
-                       what="every record committed")
+            wait_until(
+                lambda: committed_ends(bs, "cg-kill", "cg-t", 6) == {p: 150 for p in range(6)},
+                timeout=30,
+                what="every record committed",
+            )
 
             cluster.node(coordinator).start()
             full_isr(cluster, OFFSETS_TOPIC, 5)
             last = produce(bs, "cg-t", 6, 120, "c")
-            wait_until(lambda: sum(len(m.records) for m in started) >= 1020, timeout=90,
-                       what="the records produced after the restart")
+            wait_until(
+                lambda: sum(len(m.records) for m in started) >= 1020,
+                timeout=90,
+                what="the records produced after the restart",
+            )
 
             def view_at_leader():  # leadership may be moving back to the restarted node meanwhile
                 leader = layout(cluster.node(moved))[(OFFSETS_TOPIC, index)][0]
@@ -517,8 +620,11 @@ def test_members_continue_after_their_coordinator_is_killed(tmp_path, client):
             assert wait_until(view_at_leader, timeout=30, what="the coordinator's view") == before
             assert_no_rebalance(started, marks)
             assert_exactly_once(started, values + more + last)
-            wait_until(lambda: committed_ends(bs, "cg-kill", "cg-t", 6) == {p: 170 for p in range(6)}, timeout=30,
-                       what="every record committed")
+            wait_until(
+                lambda: committed_ends(bs, "cg-kill", "cg-t", 6) == {p: 170 for p in range(6)},
+                timeout=30,
+                what="every record committed",
+            )
             assert all(m.proc.poll() is None for m in started)
         finally:
             for m in started:
@@ -531,22 +637,28 @@ def test_members_continue_after_a_broker_restart(tmp_path):
     """One broker restarted (a clean stop, a start on the same data and port) under two
     librdkafka members: it loads the group from __consumer_offsets, and the members go on at
     their epochs with their partitions; every record once."""
-    from logbroker import Broker
     from test_groups import MemberProc, produce, setup_topic
 
+    from logbroker import Broker
+
     started: list[MemberProc] = []
-    with Broker(data_dir=tmp_path / "d", group_consumer_heartbeat_interval_ms=500,
-                group_consumer_session_timeout_ms=SESSION_MS) as b:
+    with Broker(
+        data_dir=tmp_path / "d", group_consumer_heartbeat_interval_ms=500, group_consumer_session_timeout_ms=SESSION_MS
+    ) as b:
         try:
             bs = b.bootstrap_servers
             values = setup_topic(bs, "cg-r", 6, 600, "a")
             for _ in range(2):
                 started.append(MemberProc("confluent", bs, "cg-restart", "cg-r", "--protocol", "consumer"))
-            before = wait_until(lambda: stable_view(bs, "cg-restart", started, 6), timeout=60,
-                                what="two members with a stable split")
+            before = wait_until(
+                lambda: stable_view(bs, "cg-restart", started, 6), timeout=60, what="two members with a stable split"
+            )
             wait_until(lambda: sum(len(m.records) for m in started) >= 600, timeout=60, what="the first 600 records")
-            wait_until(lambda: committed_ends(bs, "cg-restart", "cg-r", 6) == {p: 100 for p in range(6)}, timeout=30,
-                       what="the first records committed")
+            wait_until(
+                lambda: committed_ends(bs, "cg-restart", "cg-r", 6) == {p: 100 for p in range(6)},
+                timeout=30,
+                what="the first records committed",
+            )
             marks = [len(m.history) for m in started]
             b.restart()
             assert b.bootstrap_servers == bs
@@ -554,14 +666,20 @@ def test_members_continue_after_a_broker_restart(tmp_path):
             loaded = time.monotonic()
             assert after == before, f"the group changed across the restart: {before} -> {after}"
             more = produce(bs, "cg-r", 6, 300, "b")
-            wait_until(lambda: sum(len(m.records) for m in started) >= 900, timeout=90,
-                       what="the records produced after the restart")
+            wait_until(
+                lambda: sum(len(m.records) for m in started) >= 900,
+                timeout=90,
+                what="the records produced after the restart",
+            )
             outlive_session(loaded)
             assert group_view(bs, "cg-restart") == before
             assert_no_rebalance(started, marks)
             assert_exactly_once(started, values + more)
-            wait_until(lambda: committed_ends(bs, "cg-restart", "cg-r", 6) == {p: 150 for p in range(6)}, timeout=30,
-                       what="every record committed")
+            wait_until(
+                lambda: committed_ends(bs, "cg-restart", "cg-r", 6) == {p: 150 for p in range(6)},
+                timeout=30,
+                what="every record committed",
+            )
         finally:
             for m in started:
                 if m.proc.poll() is None:
@@ -574,8 +692,9 @@ def test_an_emptied_group_stays_a_consumer_group_until_deleted_or_taken_over(tmp
     empty group converts it to classic; DeleteGroups removes an empty one."""
     from confluent_kafka import Consumer, ConsumerGroupType
     from confluent_kafka.admin import AdminClient
-    from logbroker import Broker
     from test_groups import produce, setup_topic
+
+    from logbroker import Broker
 
     def listed(admin, gid):
         groups = admin.list_consumer_groups().result(30).valid
@@ -589,8 +708,11 @@ def test_an_emptied_group_stays_a_consumer_group_until_deleted_or_taken_over(tmp
         c.subscribe(["cg-e"])
         got: list = []
         try:
-            wait_until(lambda: got.extend(m for m in c.consume(100, 1) if m.error() is None) or len(got) >= 10,
-                       60, f"records for {gid} ({protocol})")
+            wait_until(
+                lambda: got.extend(m for m in c.consume(100, 1) if m.error() is None) or len(got) >= 10,
+                60,
+                f"records for {gid} ({protocol})",
+            )
             c.commit(asynchronous=False)
         finally:
             c.close()
@@ -601,13 +723,18 @@ def test_an_emptied_group_stays_a_consumer_group_until_deleted_or_taken_over(tmp
         admin = AdminClient({"bootstrap.servers": bs})
         for gid in ("emptied", "taken-over"):
             consume_some(gid, "consumer")
-            assert wait_until(lambda gid=gid: listed(admin, gid) == (str(ConsumerGroupType.CONSUMER), "ConsumerGroupState.EMPTY"),
-                              30, f"{gid} Empty")
+            assert wait_until(
+                lambda gid=gid: listed(admin, gid) == (str(ConsumerGroupType.CONSUMER), "ConsumerGroupState.EMPTY"),
+                30,
+                f"{gid} Empty",
+            )
         b.restart()
         bs = b.bootstrap_servers
         admin = AdminClient({"bootstrap.servers": bs})
         assert wait_until(lambda: listed(admin, "emptied"), 30, "groups loaded") == (
-            str(ConsumerGroupType.CONSUMER), "ConsumerGroupState.EMPTY")
+            str(ConsumerGroupType.CONSUMER),
+            "ConsumerGroupState.EMPTY",
+        )
         produce(bs, "cg-e", 2, 20, "b")  # the groups committed the first 40
         consume_some("taken-over", "classic")  # converts: the id becomes a classic group
         assert listed(admin, "taken-over") == (str(ConsumerGroupType.CLASSIC), "ConsumerGroupState.EMPTY")

@@ -17,6 +17,7 @@ import pytest
 from confluent_kafka import Consumer as CKConsumer
 from confluent_kafka import Producer as CKProducer
 from confluent_kafka.admin import AdminClient, NewTopic
+from conftest import require_java
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -31,7 +32,6 @@ from logbroker.client.group import (
     parse_subscription,
 )
 from logbroker.client.sticky_assignor import Member, cooperative_assign, sticky_assign, valid_owned
-from conftest import require_java
 
 WORKER = str(Path(__file__).resolve().parent / "java" / "CoopWorker.java")
 
@@ -145,8 +145,12 @@ def test_cooperative_never_gives_away_an_owned_partition(g):
             if tp not in members[m].owned:
                 assert not any(tp in s.owned for o, s in members.items() if o != m), (m, tp)
     withheld = {tp for m in plan for tp in set(plan[m]) - set(out[m])}
-    moving = {tp for m in plan for tp in plan[m]
-              if tp not in members[m].owned and any(tp in s.owned for s in members.values())}
+    moving = {
+        tp
+        for m in plan
+        for tp in plan[m]
+        if tp not in members[m].owned and any(tp in s.owned for s in members.values())
+    }
     assert withheld == moving
     # members revoke what they lost and rejoin with what they have: a few generations later
     # nothing is withheld and the plan is complete
@@ -162,8 +166,11 @@ def test_cooperative_never_gives_away_an_owned_partition(g):
 
 def test_equal_subscriptions_settle_in_two_rebalances():
     counts = {"t": 6}
-    members = {"a": Member(["t"], [("t", p) for p in range(6)], 3), "b": Member(["t"], [], -1),
-               "c": Member(["t"], [], -1)}
+    members = {
+        "a": Member(["t"], [("t", p) for p in range(6)], 3),
+        "b": Member(["t"], [], -1),
+        "c": Member(["t"], [], -1),
+    }
     first = cooperative_assign(members, counts)
     assert first == {"a": [("t", 0), ("t", 1)], "b": [], "c": []}
     members = {m: Member(["t"], first[m], 4) for m in members}
@@ -188,18 +195,26 @@ def test_subscription_bytes_and_config_names():
     # version 0 (an old client) and version 1 with Java's user data carrying the generation
     v0 = b"\x00\x00" + b"\x00\x00\x00\x01\x00\x01t" + b"\xff\xff\xff\xff"
     assert parse_subscription(v0) == Subscription(["t"])
-    v1 = (b"\x00\x01" + b"\x00\x00\x00\x01\x00\x01t" + b"\x00\x00\x00\x04\x00\x00\x00\x09"
-          + b"\x00\x00\x00\x01\x00\x01t\x00\x00\x00\x01\x00\x00\x00\x02")
+    v1 = (
+        b"\x00\x01"
+        + b"\x00\x00\x00\x01\x00\x01t"
+        + b"\x00\x00\x00\x04\x00\x00\x00\x09"
+        + b"\x00\x00\x00\x01\x00\x01t\x00\x00\x00\x01\x00\x00\x00\x02"
+    )
     s1 = parse_subscription(v1)
     assert s1.owned == [TopicPartition("t", 2)] and s1.generation == -1
     v1_other = parse_subscription(encode_subscription(["t"], None, [TopicPartition("t", 2)], 8))
     # the v1 claim (generation 9 from its user data) wins over the v3 one of generation 8
     plan = cooperative_sticky_assign({"x": s1, "y": v1_other}, {"t": 4})
     assert TopicPartition("t", 2) in plan["x"]
-    for name in ("cooperative-sticky", "org.apache.kafka.clients.consumer.CooperativeStickyAssignor",
-                 "CooperativeStickyAssignor"):
+    for name in (
+        "cooperative-sticky",
+        "org.apache.kafka.clients.consumer.CooperativeStickyAssignor",
+        "CooperativeStickyAssignor",
+    ):
         assert config.build(config.CONSUMER, {"partition.assignment.strategy": name})[
-            "partition.assignment.strategy"] == ["cooperative-sticky"]
+            "partition.assignment.strategy"
+        ] == ["cooperative-sticky"]
     assert config.build(config.CONSUMER, {})["partition.assignment.strategy"][-1] == "cooperative-sticky"
 
 
@@ -251,9 +266,16 @@ class Ours:
 
     def __init__(self, name: str, bs: str, group: str, topic: str, revoke_sleep: float = 0.0) -> None:
         self.name = name
-        self.c = logbroker.Consumer(bs, group_id=group, client_id=name, auto_offset_reset="earliest",
-                                    partition_assignment_strategy="cooperative-sticky",
-                                    heartbeat_interval_ms=100, session_timeout_ms=10000, auto_commit_interval_ms=200)
+        self.c = logbroker.Consumer(
+            bs,
+            group_id=group,
+            client_id=name,
+            auto_offset_reset="earliest",
+            partition_assignment_strategy="cooperative-sticky",
+            heartbeat_interval_ms=100,
+            session_timeout_ms=10000,
+            auto_commit_interval_ms=200,
+        )
         self.topic = topic
         self.revoke_sleep = revoke_sleep
         self.owned: set[int] = set()
@@ -363,10 +385,19 @@ class Rdkafka:
 
     def __init__(self, name: str, bs: str, group: str, topic: str) -> None:
         self.name = name
-        self.c = CKConsumer({"bootstrap.servers": bs, "group.id": group, "client.id": name,
-                             "partition.assignment.strategy": "cooperative-sticky", "auto.offset.reset": "earliest",
-                             "enable.auto.commit": True, "auto.commit.interval.ms": 200,
-                             "heartbeat.interval.ms": 100, "session.timeout.ms": 10000})
+        self.c = CKConsumer(
+            {
+                "bootstrap.servers": bs,
+                "group.id": group,
+                "client.id": name,
+                "partition.assignment.strategy": "cooperative-sticky",
+                "auto.offset.reset": "earliest",
+                "enable.auto.commit": True,
+                "auto.commit.interval.ms": 200,
+                "heartbeat.interval.ms": 100,
+                "session.timeout.ms": 10000,
+            }
+        )
         self.owned: set[int] = set()
         self.events: list[tuple[str, float, list[int]]] = []
         self.records: list[tuple[int, int, bytes]] = []
@@ -495,8 +526,11 @@ def test_interop_with_librdkafka_and_java(coop_broker, kafka_tools, order):
     bs, group, topic = coop_broker.bootstrap_servers, f"mixed-{order[0]}", f"mixed-{order[0]}"
     create_topic(bs, topic, 6)
     feeder = Feeder(bs, topic, 6, rate=200)
-    made = {"ours": lambda: Ours("ours", bs, group, topic), "rdkafka": lambda: Rdkafka("rdkafka", bs, group, topic),
-            "java": lambda: Java(kafka_tools, "java", bs, group, topic)}
+    made = {
+        "ours": lambda: Ours("ours", bs, group, topic),
+        "rdkafka": lambda: Rdkafka("rdkafka", bs, group, topic),
+        "java": lambda: Java(kafka_tools, "java", bs, group, topic),
+    }
     state = coop_broker.server.groups.groups
     leaders: list[str] = []
 
@@ -518,8 +552,10 @@ def test_interop_with_librdkafka_and_java(coop_broker, kafka_tools, order):
 
             def settled(want=want) -> bool:
                 note_leader()
-                return (sorted(len(m.owned) for m in open_members) == want
-                        and sorted(p for m in open_members for p in m.owned) == list(range(6)))
+                return sorted(len(m.owned) for m in open_members) == want and sorted(
+                    p for m in open_members for p in m.owned
+                ) == list(range(6))
+
             wait_for(settled, 45, f"{want} with {[m.name for m in members]}", members)
         assert state[group].protocol_name == "cooperative-sticky"
         # the leader leaves; the one that joined next leads the two left to 3/3
@@ -529,8 +565,10 @@ def test_interop_with_librdkafka_and_java(coop_broker, kafka_tools, order):
 
         def settled_two() -> bool:
             note_leader()
-            return (sorted(len(m.owned) for m in open_members) == [3, 3]
-                    and sorted(p for m in open_members for p in m.owned) == list(range(6)))
+            return sorted(len(m.owned) for m in open_members) == [3, 3] and sorted(
+                p for m in open_members for p in m.owned
+            ) == list(range(6))
+
         wait_for(settled_two, 45, "3/3 after the leader left", open_members)
         total = feeder.stop()
         consumed = lambda: {(p, o) for m in members for p, o, *_ in m.records}  # noqa: E731

@@ -12,10 +12,10 @@ import uuid
 from pathlib import Path
 
 from confluent_kafka.admin import AdminClient, NewTopic
+from conftest import needs_java
+from rawclient import RawClient
 
 from logbroker.protocol import REQUESTS, ErrorCode
-from rawclient import RawClient
-from conftest import needs_java
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -25,8 +25,11 @@ ZERO = uuid.UUID(int=0)
 
 
 def describe(c: RawClient, topics: list[str], limit: int = 2000, cursor: tuple[str, int] | None = None):
-    req = Request(topics=[Request.TopicRequest(name=n) for n in topics], response_partition_limit=limit,
-                  cursor=None if cursor is None else Request.Cursor(topic_name=cursor[0], partition_index=cursor[1]))
+    req = Request(
+        topics=[Request.TopicRequest(name=n) for n in topics],
+        response_partition_limit=limit,
+        cursor=None if cursor is None else Request.Cursor(topic_name=cursor[0], partition_index=cursor[1]),
+    )
     return c.request(75, 0, req)
 
 
@@ -48,8 +51,10 @@ def test_fields_and_api_versions(broker):
     create(broker.bootstrap_servers, {"one": 2})
     node = broker.server.node_id
     with RawClient(broker.bootstrap_servers) as c:
-        versions = {k.api_key: (k.min_version, k.max_version) for k in c.request(18, 3, ApiVersions(
-            client_software_name="t", client_software_version="1")).api_keys}
+        versions = {
+            k.api_key: (k.min_version, k.max_version)
+            for k in c.request(18, 3, ApiVersions(client_software_name="t", client_software_version="1")).api_keys
+        }
         assert versions[75] == (0, 0)
         r = describe(c, ["one"])
         assert r.next_cursor is None and r.throttle_time_ms == 0
@@ -58,14 +63,23 @@ def test_fields_and_api_versions(broker):
         assert (t.error_code, t.name, t.topic_id, t.is_internal) == (0, "one", image_topic.topic_id, False)
         assert t.topic_authorized_operations not in (0, -2147483648)  # no authorizer: everything
         for i, p in enumerate(t.partitions):
-            assert (p.error_code, p.partition_index, p.leader_id, p.replica_nodes, p.isr_nodes) == (0, i, node, [node], [node])
+            assert (p.error_code, p.partition_index, p.leader_id, p.replica_nodes, p.isr_nodes) == (
+                0,
+                i,
+                node,
+                [node],
+                [node],
+            )
             assert p.leader_epoch == image_topic.partitions[i].leader_epoch
             assert (p.eligible_leader_replicas, p.last_known_elr, p.offline_replicas) == ([], [], [])
 
         # unknown and illegal names: per topic, in name order with the others
         r = describe(c, ["zz-missing", "one", "bad/name"])
-        assert page(r) == [("bad/name", ErrorCode.INVALID_TOPIC_EXCEPTION, []), ("one", 0, [0, 1]),
-                           ("zz-missing", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, [])]
+        assert page(r) == [
+            ("bad/name", ErrorCode.INVALID_TOPIC_EXCEPTION, []),
+            ("one", 0, [0, 1]),
+            ("zz-missing", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, []),
+        ]
         assert r.topics[2].topic_id == ZERO
 
 
@@ -90,8 +104,10 @@ def test_pagination(broker):
 
         # named topics: the same order whatever the request's, the unknown ones take no partitions
         r = describe(c, ["pd", "nope", "pb", "pa"], limit=3)
-        assert (page(r), cursor(r)) == ([("nope", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, []), ("pa", 0, [0, 1, 2])],
-                                        ("pb", 0))
+        assert (page(r), cursor(r)) == (
+            [("nope", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, []), ("pa", 0, [0, 1, 2])],
+            ("pb", 0),
+        )
         r = describe(c, ["pd", "nope", "pb", "pa"], limit=3, cursor=("pb", 0))
         assert (page(r), cursor(r)) == ([("pb", 0, [0]), ("pd", 0, [0, 1])], None)
         # a cursor inside a topic, and past its end
@@ -120,15 +136,25 @@ def test_unauthorized_topics(tmp_path):
         grant(b.bootstrap_servers, acl(ResourceType.TOPIC, "seen", AclOperation.DESCRIBE))
         alice = Session(b, "alice")
         try:
+
             def ask(names, **kw):
-                return alice(75, 0, topics=[Request.TopicRequest(name=n) for n in names],
-                             response_partition_limit=kw.get("limit", 2000), cursor=None)
+                return alice(
+                    75,
+                    0,
+                    topics=[Request.TopicRequest(name=n) for n in names],
+                    response_partition_limit=kw.get("limit", 2000),
+                    cursor=None,
+                )
+
             r = ask([])
             assert page(r) == [("seen", 0, [0, 1])]
             assert r.topics[0].topic_authorized_operations == 1 << 8  # DESCRIBE alone
             r = ask(["hidden", "seen", "missing"], limit=1)
-            assert page(r) == [("seen", 0, [0]), ("hidden", ErrorCode.TOPIC_AUTHORIZATION_FAILED, []),
-                               ("missing", ErrorCode.TOPIC_AUTHORIZATION_FAILED, [])]
+            assert page(r) == [
+                ("seen", 0, [0]),
+                ("hidden", ErrorCode.TOPIC_AUTHORIZATION_FAILED, []),
+                ("missing", ErrorCode.TOPIC_AUTHORIZATION_FAILED, []),
+            ]
             assert cursor(r) == ("seen", 1)
             assert r.topics[1].topic_id == ZERO and r.topics[1].topic_authorized_operations == -2147483648
         finally:
@@ -136,8 +162,12 @@ def test_unauthorized_topics(tmp_path):
 
 
 def _kafka_topics(tools, bs: str, *args: str) -> str:
-    r = subprocess.run(tools.tools_java("org.apache.kafka.tools.TopicCommand", ["--bootstrap-server", bs, *args]),
-                       capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        tools.tools_java("org.apache.kafka.tools.TopicCommand", ["--bootstrap-server", bs, *args]),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     return r.stdout
 
@@ -168,9 +198,10 @@ def test_kafka_topics_describe(broker):
 def test_cluster_offline_replicas(tmp_path):
     """Three nodes: every node answers the same replicas, ISR and leaders; a stopped broker
     (fenced once its session times out) is an offline replica, and leads nothing."""
-    from logbroker import Cluster
-    from replication_helpers import FAST
     from conftest import wait_until
+    from replication_helpers import FAST
+
+    from logbroker import Cluster
 
     with Cluster(3, data_dir=tmp_path / "c", config=FAST) as cluster:
         admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
@@ -181,16 +212,26 @@ def test_cluster_offline_replicas(tmp_path):
                 r = describe(c, ["ct"], limit=2)
                 rest = describe(c, ["ct"], cursor=cursor(r))
             assert cursor(r) == ("ct", 2) and cursor(rest) is None
-            return [(p.partition_index, p.leader_id, sorted(p.replica_nodes), sorted(p.isr_nodes), p.offline_replicas)
-                    for t in (r.topics[0], rest.topics[0]) for p in t.partitions]
+            return [
+                (p.partition_index, p.leader_id, sorted(p.replica_nodes), sorted(p.isr_nodes), p.offline_replicas)
+                for t in (r.topics[0], rest.topics[0])
+                for p in t.partitions
+            ]
 
-        wait_until(lambda: all(len(answer(i)) == 3 and all(len(isr) == 3 for _, _, _, isr, _ in answer(i))
-                               for i in (1, 2, 3)), what="ct everywhere, ISR full")
+        wait_until(
+            lambda: all(len(answer(i)) == 3 and all(len(isr) == 3 for _, _, _, isr, _ in answer(i)) for i in (1, 2, 3)),
+            what="ct everywhere, ISR full",
+        )
         assert answer(1) == answer(2) == answer(3)
         assert all(off == [] and reps == [1, 2, 3] for _, _, reps, _, off in answer(1))
         victim = 3 if cluster.controller_id() != 3 else 2
         cluster.node(victim).stop()
         alive = [i for i in (1, 2, 3) if i != victim]
-        wait_until(lambda: all(off == [victim] and leader != victim and victim not in isr
-                               for _, leader, _, isr, off in answer(alive[0])), timeout=60,
-                   what=f"broker {victim} offline")
+        wait_until(
+            lambda: all(
+                off == [victim] and leader != victim and victim not in isr
+                for _, leader, _, isr, off in answer(alive[0])
+            ),
+            timeout=60,
+            what=f"broker {victim} offline",
+        )

@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, ConfigEntry, ConfigResource, ConfigSource, NewTopic, ResourceType
-
 from conftest import kafka_configs, needs_java
+
 from logbroker import Admin, Broker, KafkaError
 
 
@@ -60,8 +60,11 @@ def test_cluster_default_and_broker_configs_apply_at_once_and_persist(tmp_path):
         assert topic_config(admin, "t", "retention.ms").value == "3600000"
         assert b.server.config.get_int("log.retention.ms") == 3600000
 
-        for bad, why in [({"num_partitions": "3"}, "static"), ({"log_retention_ms": "soon"}, "log.retention.ms"),
-                         ({"no_such_key": "1"}, "unknown")]:
+        for bad, why in [
+            ({"num_partitions": "3"}, "static"),
+            ({"log_retention_ms": "soon"}, "log.retention.ms"),
+            ({"no_such_key": "1"}, "unknown"),
+        ]:
             with pytest.raises(KafkaError) as e:
                 alter(bs, "", **bad)
             assert e.value.code == 40 and why in str(e.value), e.value  # INVALID_CONFIG
@@ -89,12 +92,21 @@ def test_kafka_configs_entity_default(tmp_path):
     tools = install()
     with Broker(data_dir=tmp_path / "d") as b:
         bs = b.bootstrap_servers
-        kafka_configs(tools, bs, "--alter", "--entity-type", "brokers", "--entity-default",
-                      "--add-config", "log.segment.bytes=1048576")
+        kafka_configs(
+            tools,
+            bs,
+            "--alter",
+            "--entity-type",
+            "brokers",
+            "--entity-default",
+            "--add-config",
+            "log.segment.bytes=1048576",
+        )
         out = kafka_configs(tools, bs, "--describe", "--entity-type", "brokers", "--entity-default")
         assert "log.segment.bytes=1048576" in out, out
         out = kafka_configs(tools, bs, "--describe", "--entity-type", "brokers", "--entity-name", "1", "--all")
         assert "log.segment.bytes=1048576 sensitive=false synonyms={DYNAMIC_DEFAULT_BROKER_CONFIG:" in out, out
-        kafka_configs(tools, bs, "--alter", "--entity-type", "brokers", "--entity-default",
-                      "--delete-config", "log.segment.bytes")
+        kafka_configs(
+            tools, bs, "--alter", "--entity-type", "brokers", "--entity-default", "--delete-config", "log.segment.bytes"
+        )
         assert b.server.controller.image.broker_configs == {}

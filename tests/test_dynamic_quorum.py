@@ -13,19 +13,18 @@ import re
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-
 from conftest import needs_java, wait_until
+from rawclient import RawClient
+from replication_helpers import FAST
+
 from logbroker.cluster import free_port
 from logbroker.common import directory_id
 from logbroker.protocol import REQUESTS, ErrorCode
-from rawclient import RawClient
-from replication_helpers import FAST
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -48,8 +47,9 @@ def tool(kafka_tools, args: list[str]) -> str:
 
 
 def cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "logbroker", "cluster", *args], capture_output=True, text=True,
-                          timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "logbroker", "cluster", *args], capture_output=True, text=True, timeout=120
+    )
 
 
 def voters(kafka_tools, bootstrap: str) -> list[int]:
@@ -65,8 +65,15 @@ class Writer(threading.Thread):
 
     def __init__(self, bootstrap: str, topic: str) -> None:
         super().__init__(daemon=True)
-        self.producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
-                                  "linger.ms": 5, "message.timeout.ms": 120000})
+        self.producer = Producer(
+            {
+                "bootstrap.servers": bootstrap,
+                "acks": "all",
+                "enable.idempotence": True,
+                "linger.ms": 5,
+                "message.timeout.ms": 120000,
+            }
+        )
         self.topic = topic
         self.acked: set[bytes] = set()
         self.stopping = threading.Event()
@@ -118,10 +125,14 @@ def test_a_dead_controller_is_replaced_while_a_producer_writes(tmp_path, kafka_t
         cluster.node(3).kill()  # the machine of controller 3 dies
         new = cluster.add_controller(4)
         props = tmp_path / "controller4.properties"
-        props.write_text(f"node.id=4\nprocess.roles=controller\ncontroller.listener.names=CONTROLLER\n"
-                         f"listeners=CONTROLLER://127.0.0.1:{new.controller_port}\nlog.dirs={new.data_dir}\n")
-        out = tool(kafka_tools, ["--bootstrap-server", cluster.node(1).bootstrap_servers,
-                                 "--command-config", str(props), "add-controller"])
+        props.write_text(
+            f"node.id=4\nprocess.roles=controller\ncontroller.listener.names=CONTROLLER\n"
+            f"listeners=CONTROLLER://127.0.0.1:{new.controller_port}\nlog.dirs={new.data_dir}\n"
+        )
+        out = tool(
+            kafka_tools,
+            ["--bootstrap-server", cluster.node(1).bootstrap_servers, "--command-config", str(props), "add-controller"],
+        )
         meta = (new.data_dir / "meta.properties").read_text()
         new_directory = re.search(r"directory.id=(\S+)", meta).group(1)
         assert f"Added controller 4 with directory id {new_directory}" in out, out
@@ -130,19 +141,26 @@ def test_a_dead_controller_is_replaced_while_a_producer_writes(tmp_path, kafka_t
         assert removed.returncode == 0, removed.stderr
         assert "node 3" in removed.stdout and "is no longer a voter" in removed.stdout
         assert voters(kafka_tools, cluster.node(1).bootstrap_servers) == [1, 2, 4]
-        replication = tool(kafka_tools, ["--bootstrap-server", cluster.node(2).bootstrap_servers, "describe",
-                                         "--replication"])
+        replication = tool(
+            kafka_tools, ["--bootstrap-server", cluster.node(2).bootstrap_servers, "describe", "--replication"]
+        )
         assert re.search(rf"^4\s+{re.escape(new_directory)}\s+\d+\s+\d+", replication, re.M), replication
 
         # {1, 2, 4}: with 2 gone, 1 and 4 are a majority only because 4 votes now
         cluster.node(2).kill()
         admin = AdminClient({"bootstrap.servers": cluster.node(1).bootstrap_servers})
         admin.create_topics([NewTopic("after", 1, 1)])["after"].result(60)
-        wait_until(lambda: len(writer.acked) > 0 and _controller(cluster.node(1)) in (1, 4), timeout=30,
-                   what="an active controller among 1 and 4")
+        wait_until(
+            lambda: len(writer.acked) > 0 and _controller(cluster.node(1)) in (1, 4),
+            timeout=30,
+            what="an active controller among 1 and 4",
+        )
         before = len(writer.acked)
-        wait_until(lambda: len(writer.acked) > before + 100, timeout=60,
-                   what="the producer writing again with two of the original voters dead")
+        wait_until(
+            lambda: len(writer.acked) > before + 100,
+            timeout=60,
+            what="the producer writing again with two of the original voters dead",
+        )
         writer.stopping.set()
         writer.join(180)
         assert not writer.is_alive()
@@ -157,9 +175,14 @@ def test_a_dead_controller_is_replaced_while_a_producer_writes(tmp_path, kafka_t
         new._args = [a.replace(f"127.0.0.1:{new.controller_port}", f"127.0.0.1:{port}") for a in new._args]
         new.controller_port = port
         new.start()
-        wait_until(lambda: f"CONTROLLER://127.0.0.1:{port}" in tool(
-            kafka_tools, ["--bootstrap-server", cluster.node(1).bootstrap_servers, "describe", "--status"]),
-            timeout=60, what="voter 4's new endpoint in DescribeQuorum")
+        wait_until(
+            lambda: (
+                f"CONTROLLER://127.0.0.1:{port}"
+                in tool(kafka_tools, ["--bootstrap-server", cluster.node(1).bootstrap_servers, "describe", "--status"])
+            ),
+            timeout=60,
+            what="voter 4's new endpoint in DescribeQuorum",
+        )
         assert voters(kafka_tools, cluster.node(1).bootstrap_servers) == [1, 2, 4]
         admin.create_topics([NewTopic("after-move", 1, 1)])["after-move"].result(60)
 
@@ -178,27 +201,55 @@ def test_voter_changes_that_cannot_be_made_are_refused(tmp_path):
         Add, Remove = REQUESTS[80], REQUESTS[81]
         listener = [Add.Listener(name="CONTROLLER", host="127.0.0.1", port=cluster.node(2).controller_port)]
         with RawClient(node.bootstrap_servers) as c:
-            r = c.request(80, 1, Add(cluster_id=None, timeout_ms=2000, voter_id=2, voter_directory_id=zero,
-                                     listeners=listener))
+            r = c.request(
+                80, 1, Add(cluster_id=None, timeout_ms=2000, voter_id=2, voter_directory_id=zero, listeners=listener)
+            )
             assert r.error_code == ErrorCode.DUPLICATE_VOTER, r
-            r = c.request(80, 1, Add(cluster_id=None, timeout_ms=1000, voter_id=9, voter_directory_id=zero,
-                                     listeners=listener))
+            r = c.request(
+                80, 1, Add(cluster_id=None, timeout_ms=1000, voter_id=9, voter_directory_id=zero, listeners=listener)
+            )
             assert r.error_code == ErrorCode.REQUEST_TIMED_OUT and "not an observer" in r.error_message, r
-            r = c.request(80, 1, Add(cluster_id="another-cluster", timeout_ms=1000, voter_id=9,
-                                     voter_directory_id=zero, listeners=listener))
+            r = c.request(
+                80,
+                1,
+                Add(
+                    cluster_id="another-cluster",
+                    timeout_ms=1000,
+                    voter_id=9,
+                    voter_directory_id=zero,
+                    listeners=listener,
+                ),
+            )
             assert r.error_code == ErrorCode.INCONSISTENT_CLUSTER_ID, r
-            r = c.request(80, 1, Add(cluster_id=None, timeout_ms=1000, voter_id=9, voter_directory_id=zero,
-                                     listeners=[Add.Listener(name="PLAINTEXT", host="h", port=1)]))
+            r = c.request(
+                80,
+                1,
+                Add(
+                    cluster_id=None,
+                    timeout_ms=1000,
+                    voter_id=9,
+                    voter_directory_id=zero,
+                    listeners=[Add.Listener(name="PLAINTEXT", host="h", port=1)],
+                ),
+            )
             assert r.error_code == ErrorCode.INVALID_REQUEST and "CONTROLLER" in r.error_message, r
             r = c.request(81, 0, Remove(cluster_id=None, voter_id=9, voter_directory_id=zero))
             assert r.error_code == ErrorCode.VOTER_NOT_FOUND, r
         controller = cluster.node(cluster.controller_id())
         Update = REQUESTS[82]
         with RawClient(f"127.0.0.1:{controller.controller_port}") as c:
-            r = c.request(82, 0, Update(cluster_id=None, current_leader_epoch=-1, voter_id=9, voter_directory_id=zero,
-                                        listeners=[Update.Listener(name="CONTROLLER", host="127.0.0.1", port=1)],
-                                        k_raft_version_feature=Update.KRaftVersionFeature(min_supported_version=0,
-                                                                                         max_supported_version=1)))
+            r = c.request(
+                82,
+                0,
+                Update(
+                    cluster_id=None,
+                    current_leader_epoch=-1,
+                    voter_id=9,
+                    voter_directory_id=zero,
+                    listeners=[Update.Listener(name="CONTROLLER", host="127.0.0.1", port=1)],
+                    k_raft_version_feature=Update.KRaftVersionFeature(min_supported_version=0, max_supported_version=1),
+                ),
+            )
             assert r.error_code == ErrorCode.VOTER_NOT_FOUND and r.current_leader.leader_id == controller.node_id, r
         bad = cli("remove-voter", "--bootstrap-server", node.bootstrap_servers, "--id", "3", "--directory-id", "x")
         assert bad.returncode == 2 and "not a Kafka uuid" in bad.stderr
@@ -226,8 +277,16 @@ def test_a_single_node_grows_into_a_three_node_cluster_while_a_producer_writes(t
     def node(node_id: int, extra: list[str]) -> ClusterNode:
         port, ctl = free_port(), free_port()
         data = tmp_path / f"node{node_id}"
-        args = ["--node-id", str(node_id), "--data-dir", str(data), *sets,
-                "--listen", f"PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{ctl}", *extra]
+        args = [
+            "--node-id",
+            str(node_id),
+            "--data-dir",
+            str(data),
+            *sets,
+            "--listen",
+            f"PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{ctl}",
+            *extra,
+        ]
         return ClusterNode(node_id, port, ctl, data, args)
 
     first = node(1, []).start()
@@ -243,18 +302,41 @@ def test_a_single_node_grows_into_a_three_node_cluster_while_a_producer_writes(t
         meta = (first.data_dir / "meta.properties").read_text()
         cluster_id = re.search(r"cluster.id=(\S+)", meta).group(1)
         for node_id in (2, 3):
-            new = node(node_id, ["--set", f"controller.quorum.bootstrap.servers=127.0.0.1:{first.controller_port}",
-                                 "--set", f"cluster.id={cluster_id}"])
+            new = node(
+                node_id,
+                [
+                    "--set",
+                    f"controller.quorum.bootstrap.servers=127.0.0.1:{first.controller_port}",
+                    "--set",
+                    f"cluster.id={cluster_id}",
+                ],
+            )
             nodes.append(new.start())
-            added = cli("add-voter", "--bootstrap-server", bs, "--id", str(node_id), "--data-dir", str(new.data_dir),
-                        "--endpoint", f"127.0.0.1:{new.controller_port}")
+            added = cli(
+                "add-voter",
+                "--bootstrap-server",
+                bs,
+                "--id",
+                str(node_id),
+                "--data-dir",
+                str(new.data_dir),
+                "--endpoint",
+                f"127.0.0.1:{new.controller_port}",
+            )
             assert added.returncode == 0, added.stderr
         status = cli("status", "--bootstrap-server", bs)
         assert status.returncode == 0, status.stderr
         with RawClient(bs) as c:
             dq = REQUESTS[55]
-            q = c.request(55, 2, dq(topics=[dq.TopicData(topic_name="__cluster_metadata",
-                                                          partitions=[dq.PartitionData(partition_index=0)])]))
+            q = c.request(
+                55,
+                2,
+                dq(
+                    topics=[
+                        dq.TopicData(topic_name="__cluster_metadata", partitions=[dq.PartitionData(partition_index=0)])
+                    ]
+                ),
+            )
         assert sorted(v.replica_id for v in q.topics[0].partitions[0].current_voters) == [1, 2, 3], q
 
         everywhere = AdminClient({"bootstrap.servers": ",".join(n.bootstrap_servers for n in nodes)})

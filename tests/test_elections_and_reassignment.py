@@ -35,8 +35,9 @@ def image_with(replicas: list[list[int]], unclean: bool = False) -> MetadataImag
     from logbroker.coord.metadata.replication_control import new_partition
 
     parts = {i: new_partition(i, r, image) for i, r in enumerate(replicas)}
-    image.topics["t"] = TopicState("t", uuid.uuid4(), parts,
-                                   {"unclean.leader.election.enable": "true"} if unclean else {})
+    image.topics["t"] = TopicState(
+        "t", uuid.uuid4(), parts, {"unclean.leader.election.enable": "true"} if unclean else {}
+    )
     return image
 
 
@@ -67,8 +68,12 @@ def check_rules(before: MetadataImage, after: MetadataImage, target: list[int] |
             assert ps.partition_epoch > old.partition_epoch, (old, ps)
         if ps.leader != old.leader:
             assert ps.leader_epoch > old.leader_epoch
-        if target is None and not reassignment.in_progress(ps) and reassignment.in_progress(old) and ps.replicas != \
-                [r for r in old.replicas if r not in old.adding_replicas]:
+        if (
+            target is None
+            and not reassignment.in_progress(ps)
+            and reassignment.in_progress(old)
+            and ps.replicas != [r for r in old.replicas if r not in old.adding_replicas]
+        ):
             assert ps.replicas == old.target_replicas and set(ps.isr) == set(ps.replicas)  # completed
     # records: the difference, through the wire encoding, reproduces the new image
     rebuilt = copy.deepcopy(before)
@@ -110,7 +115,7 @@ def test_random_histories_keep_the_rules(seed):
             reassignment.start(image, ps, target)
             assert ps.target_replicas == target
             if reassignment.in_progress(ps):
-                assert ps.replicas[:len(target)] == target and not set(target) <= set(ps.isr)
+                assert ps.replicas[: len(target)] == target and not set(target) <= set(ps.isr)
             else:
                 assert ps.replicas == target
         elif op == 4:

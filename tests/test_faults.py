@@ -10,17 +10,17 @@ reported by the same checker, not hidden."""
 from __future__ import annotations
 
 import subprocess
-import zlib
 import time
+import zlib
 
 import pytest
-
 from conftest import wait_until
 from fault_suite import RunConfig, Workload, run
 from jepsen_checker import check
+from rawclient import RawClient
+
 from logbroker import Cluster
 from logbroker.protocol import REQUESTS
-from rawclient import RawClient
 
 DURATION = 20.0
 
@@ -58,22 +58,47 @@ def test_unclean_election_loss_is_reported(tmp_path):
     """Replicas [4, 5] (broker-only nodes; voters 1-3 keep the quorum), unclean election on,
     min.insync.replicas=1, an acks=all producer: 5 dies and leaves the ISR, 4 acknowledges writes alone and dies,
     5 returns and is elected unclean. The checker finds the writes only 4 had as lost."""
-    with Cluster(3, broker_only=2, data_dir=tmp_path, config={
-            "broker.session.timeout.ms": 3000, "broker.heartbeat.interval.ms": 300,
-            "replica.lag.time.max.ms": 3000, "group.initial.rebalance.delay.ms": 0}) as cluster:
+    with Cluster(
+        3,
+        broker_only=2,
+        data_dir=tmp_path,
+        config={
+            "broker.session.timeout.ms": 3000,
+            "broker.heartbeat.interval.ms": 300,
+            "replica.lag.time.max.ms": 3000,
+            "group.initial.rebalance.delay.ms": 0,
+        },
+    ) as cluster:
         C = REQUESTS[19]
-        req = C(topics=[C.CreatableTopic(
-            name="jepsen", num_partitions=-1, replication_factor=-1,
-            assignments=[C.CreatableReplicaAssignment(partition_index=0, broker_ids=[4, 5])],
-            configs=[C.CreatableTopicConfig(name="unclean.leader.election.enable", value="true")])],
-            timeout_ms=10000, validate_only=False)
+        req = C(
+            topics=[
+                C.CreatableTopic(
+                    name="jepsen",
+                    num_partitions=-1,
+                    replication_factor=-1,
+                    assignments=[C.CreatableReplicaAssignment(partition_index=0, broker_ids=[4, 5])],
+                    configs=[C.CreatableTopicConfig(name="unclean.leader.election.enable", value="true")],
+                )
+            ],
+            timeout_ms=10000,
+            validate_only=False,
+        )
         with RawClient(cluster.node(1).bootstrap_servers) as c:
             assert c.request(19, 5, req).topics[0].error_code == 0
 
         def state():
             with RawClient(cluster.node(1).bootstrap_servers) as c:
-                p = c.request(3, 12, REQUESTS[3](topics=[REQUESTS[3].MetadataRequestTopic(name="jepsen")],
-                                                 allow_auto_topic_creation=False)).topics[0].partitions[0]
+                p = (
+                    c.request(
+                        3,
+                        12,
+                        REQUESTS[3](
+                            topics=[REQUESTS[3].MetadataRequestTopic(name="jepsen")], allow_auto_topic_creation=False
+                        ),
+                    )
+                    .topics[0]
+                    .partitions[0]
+                )
             return p.leader_id, sorted(p.isr_nodes)
 
         wait_until(lambda: state() == (4, [4, 5]), what="ISR [4, 5]")
@@ -100,5 +125,7 @@ def test_unclean_election_loss_is_reported(tmp_path):
     lost = anomalies["lost-write"]
     assert alone > 100, "4 acknowledged writes alone"
     assert len(lost) >= alone * 0.5, (len(lost), alone)
-    print(f"unclean election: {alone} writes acknowledged by broker 4 alone, {len(lost)} reported lost; "
-          f"other findings: { {k: len(v) for k, v in anomalies.items() if v and k != 'lost-write'} }")
+    print(
+        f"unclean election: {alone} writes acknowledged by broker 4 alone, {len(lost)} reported lost; "
+        f"other findings: { {k: len(v) for k, v in anomalies.items() if v and k != 'lost-write'} }"
+    )

@@ -6,6 +6,7 @@ import logging
 import resource
 
 import pytest
+
 from logbroker.broker import fd_limit
 from logbroker.broker.fd_limit import raise_open_files_limit
 

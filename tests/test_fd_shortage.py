@@ -12,7 +12,6 @@ import time
 
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
-
 from conftest import BrokerProcess, wait_until
 
 
@@ -50,8 +49,11 @@ def test_running_out_of_descriptors_keeps_the_broker_and_the_metadata(tmp_path):
         for f in admin.delete_topics(names[2:]).values():
             f.result(60)
         # the descriptors of the deleted logs are free: what was offline opens by itself
-        wait_until(lambda: all(e is None for e in deliver(bs, keep, 5, 5000)), 60,
-                   "every partition of the kept topics writable")
+        wait_until(
+            lambda: all(e is None for e in deliver(bs, keep, 5, 5000)),
+            60,
+            "every partition of the kept topics writable",
+        )
         assert bp.proc.poll() is None
     finally:
         bp.stop()

@@ -7,12 +7,12 @@ from __future__ import annotations
 import subprocess
 
 import pytest
-
 from conftest import needs_java
+from rawclient import RawClient
+
 from logbroker import Broker
 from logbroker.coord.metadata.feature_control import METADATA_VERSION_LATEST, SUPPORTED
 from logbroker.protocol import REQUESTS, ErrorCode
-from rawclient import RawClient
 
 ApiVersions, UpdateFeatures = REQUESTS[18], REQUESTS[57]
 
@@ -22,16 +22,25 @@ def features(bs: str) -> tuple[dict, dict, int, set[int]]:
     with RawClient(bs) as c:
         r = c.request(18, 4, ApiVersions(client_software_name="t", client_software_version="1"))
     assert r.error_code == 0
-    return ({f.name: (f.min_version, f.max_version) for f in r.supported_features},
-            {f.name: f.max_version_level for f in r.finalized_features}, r.finalized_features_epoch,
-            {k.api_key for k in r.api_keys})
+    return (
+        {f.name: (f.min_version, f.max_version) for f in r.supported_features},
+        {f.name: f.max_version_level for f in r.finalized_features},
+        r.finalized_features_epoch,
+        {k.api_key for k in r.api_keys},
+    )
 
 
 def update(bs: str, version: int, *updates: tuple[str, int, int], validate_only: bool = False):
-    req = UpdateFeatures(timeout_ms=10_000, validate_only=validate_only, feature_updates=[
-        UpdateFeatures.FeatureUpdateKey(feature=n, max_version_level=lvl, upgrade_type=t) if version >= 1 else
-        UpdateFeatures.FeatureUpdateKey(feature=n, max_version_level=lvl, allow_downgrade=t > 1)
-        for n, lvl, t in updates])
+    req = UpdateFeatures(
+        timeout_ms=10_000,
+        validate_only=validate_only,
+        feature_updates=[
+            UpdateFeatures.FeatureUpdateKey(feature=n, max_version_level=lvl, upgrade_type=t)
+            if version >= 1
+            else UpdateFeatures.FeatureUpdateKey(feature=n, max_version_level=lvl, allow_downgrade=t > 1)
+            for n, lvl, t in updates
+        ],
+    )
     with RawClient(bs) as c:
         return c.request(57, version, req)
 
@@ -42,8 +51,12 @@ def test_levels_are_finalized_in_the_log_and_updated_by_update_features(tmp_path
         bs = b.bootstrap_servers
         supported, finalized, epoch, apis = features(bs)
         assert supported == dict(SUPPORTED)
-        assert finalized == {"metadata.version": METADATA_VERSION_LATEST, "transaction.version": 2,
-                             "group.version": 1, "share.version": 1}
+        assert finalized == {
+            "metadata.version": METADATA_VERSION_LATEST,
+            "transaction.version": 2,
+            "group.version": 1,
+            "share.version": 1,
+        }
         assert epoch > 0 and 68 in apis and 57 in apis  # ConsumerGroupHeartbeat, UpdateFeatures
 
         # refusals change nothing: per feature (v1), or the first one top-level (v2)
@@ -53,8 +66,11 @@ def test_levels_are_finalized_in_the_log_and_updated_by_update_features(tmp_path
         assert got["transaction.version"][0] == ErrorCode.INVALID_UPDATE_VERSION
         assert "safe (2) or unsafe (3) downgrade" in got["transaction.version"][1]
         assert got["group.version"][0] == ErrorCode.INVALID_UPDATE_VERSION and "[0, 1]" in got["group.version"][1]
-        for bad, why in [(("metadata.version", 20, 2), "only moves up"), (("no.such.feature", 1, 1), "not supported"),
-                         (("kraft.version", 1, 1), "[0, 0]")]:
+        for bad, why in [
+            (("metadata.version", 20, 2), "only moves up"),
+            (("no.such.feature", 1, 1), "not supported"),
+            (("kraft.version", 1, 1), "[0, 0]"),
+        ]:
             r = update(bs, 2, bad)
             assert (r.error_code, r.results) == (ErrorCode.INVALID_UPDATE_VERSION, []) and why in r.error_message
         assert features(bs)[1] == finalized
@@ -78,8 +94,10 @@ def test_levels_are_finalized_in_the_log_and_updated_by_update_features(tmp_path
 
 
 def test_update_features_needs_alter_on_the_cluster(tmp_path):
-    config = {"authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
-              "allow.everyone.if.no.acl.found": "false"}
+    config = {
+        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        "allow.everyone.if.no.acl.found": "false",
+    }
     with Broker(data_dir=tmp_path / "d", config=config) as b:
         r = update(b.bootstrap_servers, 1, ("transaction.version", 1, 2))
         assert r.error_code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED

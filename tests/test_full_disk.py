@@ -5,15 +5,14 @@ from __future__ import annotations
 
 import os
 import subprocess
-import uuid
 
 import pytest
-
-from logbroker import _core
-from logbroker.protocol import ErrorCode
 from rawclient import RawClient
 from test_apis import batch, fetch, produce
 from test_bad_input import create_topic
+
+from logbroker import _core
+from logbroker.protocol import ErrorCode
 
 
 @pytest.fixture

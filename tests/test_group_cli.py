@@ -11,8 +11,12 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 
 def cli(bs: str, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "logbroker", "group", "--bootstrap-server", bs, *args],
-                          capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "logbroker", "group", "--bootstrap-server", bs, *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 def test_group_cli(broker):
@@ -23,7 +27,9 @@ def test_group_cli(broker):
     for i in range(100):
         p.produce("cli-t", str(i).encode(), partition=i % 2, timestamp=1_700_000_000_000 + i * 1000)
     p.flush(10)
-    c = Consumer({"bootstrap.servers": bs, "group.id": "cli-g", "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    c = Consumer(
+        {"bootstrap.servers": bs, "group.id": "cli-g", "auto.offset.reset": "earliest", "enable.auto.commit": False}
+    )
     c.subscribe(["cli-t"])
     got = 0
     deadline = time.monotonic() + 30
@@ -45,8 +51,18 @@ def test_group_cli(broker):
     c.close()
     assert cli(bs, "reset-offsets", "cli-g", "--topic", "cli-t", "--to-offset", "7").returncode == 0
     c2 = Consumer({"bootstrap.servers": bs, "group.id": "cli-g"})
-    assert [tp.offset for tp in c2.committed([TopicPartition("cli-t", 0), TopicPartition("cli-t", 1)], timeout=10)] == [7, 7]
-    assert cli(bs, "reset-offsets", "cli-g", "--topic", "cli-t", "--to-latest").stdout.split() == ["cli-t", "0", "50", "cli-t", "1", "50"]
+    assert [tp.offset for tp in c2.committed([TopicPartition("cli-t", 0), TopicPartition("cli-t", 1)], timeout=10)] == [
+        7,
+        7,
+    ]
+    assert cli(bs, "reset-offsets", "cli-g", "--topic", "cli-t", "--to-latest").stdout.split() == [
+        "cli-t",
+        "0",
+        "50",
+        "cli-t",
+        "1",
+        "50",
+    ]
     dt = cli(bs, "reset-offsets", "cli-g", "--topic", "cli-t", "--to-datetime", "2023-11-14T22:13:40+00:00")
     # 1_700_000_000_000 ms = 2023-11-14T22:13:20Z; +20 s is record 20, i.e. offset 10 in each partition
     assert dt.stdout.split() == ["cli-t", "0", "10", "cli-t", "1", "10"], dt.stdout + dt.stderr

@@ -9,13 +9,13 @@ import subprocess
 import sys
 from pathlib import Path
 
-
-from logbroker import Broker, Cluster
-from logbroker.protocol import REQUESTS, ErrorCode
+from conftest import needs_java
 from rawclient import RawClient
 from test_bad_input import create_topic
 from test_share_groups import acquired, fetch, heartbeat, produce, topic_id
-from conftest import needs_java
+
+from logbroker import Broker, Cluster
+from logbroker.protocol import REQUESTS, ErrorCode
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -24,17 +24,34 @@ GROUP, SET, DELETE = 32, 0, 1
 
 
 def alter(c: RawClient, group: str, changes: dict[str, str | None], validate_only: bool = False):
-    req = Incremental(resources=[Incremental.AlterConfigsResource(
-        resource_type=GROUP, resource_name=group,
-        configs=[Incremental.AlterableConfig(name=k, config_operation=DELETE if v is None else SET, value=v)
-                 for k, v in changes.items()])], validate_only=validate_only)
+    req = Incremental(
+        resources=[
+            Incremental.AlterConfigsResource(
+                resource_type=GROUP,
+                resource_name=group,
+                configs=[
+                    Incremental.AlterableConfig(name=k, config_operation=DELETE if v is None else SET, value=v)
+                    for k, v in changes.items()
+                ],
+            )
+        ],
+        validate_only=validate_only,
+    )
     return c.request(44, 1, req).responses[0]
 
 
 def describe(c: RawClient, group: str) -> dict[str, tuple[str, int]]:
-    r = c.request(32, 4, Describe(resources=[Describe.DescribeConfigsResource(
-        resource_type=GROUP, resource_name=group, configuration_keys=None)],
-        include_synonyms=False, include_documentation=False)).results[0]
+    r = c.request(
+        32,
+        4,
+        Describe(
+            resources=[
+                Describe.DescribeConfigsResource(resource_type=GROUP, resource_name=group, configuration_keys=None)
+            ],
+            include_synonyms=False,
+            include_documentation=False,
+        ),
+    ).results[0]
     assert r.error_code == 0, r.error_message
     return {c.name: (c.value, c.config_source) for c in r.configs}
 
@@ -45,7 +62,10 @@ def test_set_describe_delete_and_refuse_bad_values(tmp_path):
             d = describe(c, "g")
             assert d["share.record.lock.duration.ms"] == ("20000", 4), "the broker's key, static broker config"
             assert d["share.auto.offset.reset"] == ("latest", 5), "default"
-            assert alter(c, "g", {"share.auto.offset.reset": "earliest", "share.delivery.count.limit": "7"}).error_code == 0
+            assert (
+                alter(c, "g", {"share.auto.offset.reset": "earliest", "share.delivery.count.limit": "7"}).error_code
+                == 0
+            )
             d = describe(c, "g")
             assert (d["share.auto.offset.reset"], d["share.delivery.count.limit"]) == (("earliest", 8), ("7", 8))
             assert describe(c, "other")["share.auto.offset.reset"] == ("latest", 5), "per group"
@@ -58,9 +78,20 @@ def test_set_describe_delete_and_refuse_bad_values(tmp_path):
             assert describe(c, "g")["share.delivery.count.limit"] == ("7", 8), "bad and validate-only change nothing"
             assert alter(c, "g", {"share.delivery.count.limit": None}).error_code == 0
             assert describe(c, "g")["share.delivery.count.limit"] == ("5", 5)
-            r = c.request(33, 2, Alter(resources=[Alter.AlterConfigsResource(
-                resource_type=GROUP, resource_name="g",
-                configs=[Alter.AlterableConfig(name="share.session.timeout.ms", value="30000")])], validate_only=False))
+            r = c.request(
+                33,
+                2,
+                Alter(
+                    resources=[
+                        Alter.AlterConfigsResource(
+                            resource_type=GROUP,
+                            resource_name="g",
+                            configs=[Alter.AlterableConfig(name="share.session.timeout.ms", value="30000")],
+                        )
+                    ],
+                    validate_only=False,
+                ),
+            )
             assert r.responses[0].error_code == 0
             d = describe(c, "g")
             assert d["share.session.timeout.ms"] == ("30000", 8)
@@ -78,8 +109,12 @@ def test_share_groups_follow_their_group_configs(tmp_path):
             tid = topic_id(c, "cfg")
         produce(bs, "cfg", [b"old-1", b"old-2"])
         with RawClient(bs) as c:
-            assert alter(c, "early", {"share.auto.offset.reset": "earliest",
-                                      "share.record.lock.duration.ms": "5000"}).error_code == 0
+            assert (
+                alter(
+                    c, "early", {"share.auto.offset.reset": "earliest", "share.record.lock.duration.ms": "5000"}
+                ).error_code
+                == 0
+            )
             heartbeat(c, "early", "m", 0, ["cfg"])
             r = fetch(c, "early", "m", 0, [(tid, 0)])
             assert acquired(r)[0] == [(0, 1, 1)] and r.acquisition_lock_timeout_ms == 5000
@@ -113,8 +148,10 @@ def test_kafka_configs_tool_manages_group_configs(tmp_path):
         bs = b.bootstrap_servers
 
         def configs(*args: str) -> str:
-            cmd = tools.tools_java("org.apache.kafka.tools.ConfigCommand",
-                                   ["--bootstrap-server", bs, "--entity-type", "groups", "--entity-name", "tg", *args])
+            cmd = tools.tools_java(
+                "org.apache.kafka.tools.ConfigCommand",
+                ["--bootstrap-server", bs, "--entity-type", "groups", "--entity-name", "tg", *args],
+            )
             r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
             assert r.returncode == 0, r.stderr[-2000:]
             return r.stdout

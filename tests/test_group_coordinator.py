@@ -8,14 +8,14 @@ import pytest
 import trio
 import trio.testing
 
+from logbroker.broker.replica_manager import ReplicaManager
 from logbroker.common.config import BrokerConfig
-from logbroker.coord.metadata.controller import Controller
 from logbroker.coord.groups.group import GroupState
 from logbroker.coord.groups.group_coordinator import GroupCoordinator
+from logbroker.coord.metadata.controller import Controller
 from logbroker.coord.metadata.metadata import BrokerRegistration, MetadataStore
 from logbroker.coord.metadata.metadata_quorum import MetadataQuorum, node_cluster_id
 from logbroker.protocol import REQUESTS, ErrorCode
-from logbroker.broker.replica_manager import ReplicaManager
 
 
 @pytest.fixture
@@ -25,8 +25,11 @@ def clock():
 
 
 async def make(tmp_path, nursery, **settings):
-    overrides = {"log.dirs": str(tmp_path / "d"), "offsets.topic.num.partitions": "3",
-                 "group.initial.rebalance.delay.ms": "0"}
+    overrides = {
+        "log.dirs": str(tmp_path / "d"),
+        "offsets.topic.num.partitions": "3",
+        "group.initial.rebalance.delay.ms": "0",
+    }
     overrides.update({k.replace("_", "."): str(v) for k, v in settings.items()})
     config = BrokerConfig(overrides)
     local, store = BrokerRegistration(1, "127.0.0.1", 9092), MetadataStore(config.data_dir)
@@ -48,9 +51,18 @@ async def make(tmp_path, nursery, **settings):
 
 async def join(coord, group, member_id="", session=6000, rebalance=10000, protocols=(("range", b"m"),)):
     return await coord.join_group(
-        group_id=group, member_id=member_id, group_instance_id=None, client_id="c", client_host="/h",
-        session_timeout_ms=session, rebalance_timeout_ms=rebalance, protocol_type="consumer",
-        protocols=list(protocols), require_known_member_id=False, reason=None)
+        group_id=group,
+        member_id=member_id,
+        group_instance_id=None,
+        client_id="c",
+        client_host="/h",
+        session_timeout_ms=session,
+        rebalance_timeout_ms=rebalance,
+        protocol_type="consumer",
+        protocols=list(protocols),
+        require_known_member_id=False,
+        reason=None,
+    )
 
 
 @pytest.mark.trio
@@ -58,8 +70,15 @@ async def test_session_timeout_expires_a_silent_member(tmp_path, nursery, clock)
     coord = await make(tmp_path, nursery)
     r = await join(coord, "g")
     assert r.error == 0 and r.generation_id == 1
-    s = await coord.sync_group(group_id="g", generation_id=1, member_id=r.member_id, group_instance_id=None,
-                               protocol_type=None, protocol_name=None, assignments={r.member_id: b"a"})
+    s = await coord.sync_group(
+        group_id="g",
+        generation_id=1,
+        member_id=r.member_id,
+        group_instance_id=None,
+        protocol_type=None,
+        protocol_name=None,
+        assignments={r.member_id: b"a"},
+    )
     assert s.error == 0
     group = coord.groups["g"]
     await trio.sleep(5)
@@ -93,8 +112,15 @@ async def test_initial_rebalance_delay_gathers_members(tmp_path, nursery, clock)
 async def test_rebalance_timeout_drops_members_that_do_not_rejoin(tmp_path, nursery, clock):
     coord = await make(tmp_path, nursery)
     ra = await join(coord, "g", session=30000, rebalance=4000)
-    await coord.sync_group(group_id="g", generation_id=1, member_id=ra.member_id, group_instance_id=None,
-                           protocol_type=None, protocol_name=None, assignments={})
+    await coord.sync_group(
+        group_id="g",
+        generation_id=1,
+        member_id=ra.member_id,
+        group_instance_id=None,
+        protocol_type=None,
+        protocol_name=None,
+        assignments={},
+    )
     t0 = trio.current_time()
     rb = await join(coord, "g", session=30000, rebalance=4000)  # a never rejoins
     assert rb.error == 0 and rb.generation_id == 2 and [m[0] for m in rb.members] == [rb.member_id]
@@ -109,9 +135,14 @@ async def test_kip848_revokes_before_assigning(tmp_path, nursery, clock):
     tid = coord.controller.image.topics["t"].topic_id
 
     async def hb(member_id, epoch, owned=None, topics=None):
-        req = HB(group_id="g", member_id=member_id, member_epoch=epoch, rebalance_timeout_ms=20000,
-                 subscribed_topic_names=topics,
-                 topic_partitions=None if owned is None else [HB.TopicPartitions(topic_id=tid, partitions=sorted(owned))])
+        req = HB(
+            group_id="g",
+            member_id=member_id,
+            member_epoch=epoch,
+            rebalance_timeout_ms=20000,
+            subscribed_topic_names=topics,
+            topic_partitions=None if owned is None else [HB.TopicPartitions(topic_id=tid, partitions=sorted(owned))],
+        )
         return await coord.consumer.heartbeat(req, 1, "c", "/h")
 
     r1 = await hb("m1", 0, owned=set(), topics=["t"])
@@ -145,8 +176,9 @@ async def test_offsets_retention_expires_offsets_of_empty_groups(tmp_path, nurse
     import time as wall
 
     coord = await make(tmp_path, nursery)
-    res = await coord.commit_offsets(group_id="simple", generation_id=-1, member_id="", group_instance_id=None,
-                                     offsets=[("t", 0, 42, -1, "meta")])
+    res = await coord.commit_offsets(
+        group_id="simple", generation_id=-1, member_id="", group_instance_id=None, offsets=[("t", 0, 42, -1, "meta")]
+    )
     assert res == {("t", 0): 0}
     assert coord.fetch_offsets("simple", [("t", 0)])[1][("t", 0)].offset == 42
     coord.retention_ms = 300  # offsets.retention.minutes, shrunk for the test

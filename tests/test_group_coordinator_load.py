@@ -19,12 +19,12 @@ import time
 
 import pytest
 import trio
+from rawclient import RawClient
 
 from logbroker import Broker
 from logbroker.broker.handlers import groups as group_handlers
 from logbroker.client.admin import Admin
 from logbroker.protocol import REQUESTS, ErrorCode
-from rawclient import RawClient
 
 FindCoordinator, OffsetCommit, OffsetFetch, JoinGroup = REQUESTS[10], REQUESTS[8], REQUESTS[9], REQUESTS[11]
 
@@ -92,8 +92,11 @@ def commit_kafka_python(bs: str, group: str) -> int:
         c.close()
 
 
-@pytest.mark.parametrize("commit", [commit_confluent, commit_logbroker, commit_kafka_python],
-                         ids=["confluent-kafka", "logbroker", "kafka-python"])
+@pytest.mark.parametrize(
+    "commit",
+    [commit_confluent, commit_logbroker, commit_kafka_python],
+    ids=["confluent-kafka", "logbroker", "kafka-python"],
+)
 def test_first_commit_of_a_new_group_on_a_fresh_broker(tmp_path, commit):
     # three fresh brokers in a row, as in the report (librdkafka failed 3 of 3)
     for i in range(3):
@@ -124,8 +127,9 @@ def test_find_coordinator_while_the_partition_loads_and_kafkas_codes_meanwhile(t
         while coord.check_coordinator("g") != ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
             assert time.monotonic() < deadline, "__consumer_offsets was not created"
             time.sleep(0.02)
-        t = OffsetCommit.OffsetCommitRequestTopic(name="t", partitions=[
-            OffsetCommit.OffsetCommitRequestPartition(partition_index=0, committed_offset=5)])
+        t = OffsetCommit.OffsetCommitRequestTopic(
+            name="t", partitions=[OffsetCommit.OffsetCommitRequestPartition(partition_index=0, committed_offset=5)]
+        )
         commit = OffsetCommit(group_id="g", generation_id_or_member_epoch=-1, member_id="", topics=[t])
         with RawClient(bs) as c:
             # while loading: FindCoordinator does not name this node (v4 and v3)
@@ -139,9 +143,18 @@ def test_find_coordinator_while_the_partition_loads_and_kafkas_codes_meanwhile(t
             assert r.topics[0].partitions[0].error_code == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, r
             r = c.request(9, 8, OffsetFetch(groups=[OffsetFetch.OffsetFetchRequestGroup(group_id="g", topics=None)]))
             assert r.groups[0].error_code == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, r
-            r = c.request(11, 5, JoinGroup(group_id="g", session_timeout_ms=10000, rebalance_timeout_ms=10000,
-                                           member_id="", protocol_type="consumer", protocols=[
-                                               JoinGroup.JoinGroupRequestProtocol(name="range", metadata=b"")]))
+            r = c.request(
+                11,
+                5,
+                JoinGroup(
+                    group_id="g",
+                    session_timeout_ms=10000,
+                    rebalance_timeout_ms=10000,
+                    member_id="",
+                    protocol_type="consumer",
+                    protocols=[JoinGroup.JoinGroupRequestProtocol(name="range", metadata=b"")],
+                ),
+            )
             assert r.error_code == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, r
             creator.join(30)
             assert first["r"].coordinators[0].error_code == ErrorCode.NONE, first
@@ -176,8 +189,9 @@ def test_find_coordinator_waits_for_a_short_load(tmp_path):
             r = c.request(10, 4, FindCoordinator(key_type=0, coordinator_keys=["g"]))
             assert r.coordinators[0].error_code == ErrorCode.NONE, r
             assert coord.check_coordinator("g") == ErrorCode.NONE
-            t = OffsetCommit.OffsetCommitRequestTopic(name="t", partitions=[
-                OffsetCommit.OffsetCommitRequestPartition(partition_index=0, committed_offset=5)])
+            t = OffsetCommit.OffsetCommitRequestTopic(
+                name="t", partitions=[OffsetCommit.OffsetCommitRequestPartition(partition_index=0, committed_offset=5)]
+            )
             r = c.request(8, 8, OffsetCommit(group_id="g", generation_id_or_member_epoch=-1, member_id="", topics=[t]))
             assert r.topics[0].partitions[0].error_code == ErrorCode.NONE, r
         creator.join(30)

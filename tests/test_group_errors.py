@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import threading
 
-from logbroker.protocol import REQUESTS, ErrorCode
 from rawclient import RawClient
 from test_bad_input import create_topic
+
+from logbroker.protocol import REQUESTS, ErrorCode
 
 FindCoordinator = REQUESTS[10]
 JoinGroup = REQUESTS[11]
@@ -22,36 +23,70 @@ ListGroups = REQUESTS[16]
 DeleteGroups = REQUESTS[42]
 
 
-def join(c, group, member_id="", instance=None, ptype="consumer", protocols=(("range", b"meta"),), session=10000, version=5):
-    req = JoinGroup(group_id=group, session_timeout_ms=session, rebalance_timeout_ms=5000, member_id=member_id,
-                    group_instance_id=instance, protocol_type=ptype,
-                    protocols=[JoinGroup.JoinGroupRequestProtocol(name=n, metadata=m) for n, m in protocols])
+def join(
+    c, group, member_id="", instance=None, ptype="consumer", protocols=(("range", b"meta"),), session=10000, version=5
+):
+    req = JoinGroup(
+        group_id=group,
+        session_timeout_ms=session,
+        rebalance_timeout_ms=5000,
+        member_id=member_id,
+        group_instance_id=instance,
+        protocol_type=ptype,
+        protocols=[JoinGroup.JoinGroupRequestProtocol(name=n, metadata=m) for n, m in protocols],
+    )
     return c.request(11, version, req)
 
 
 def sync(c, group, gen, member_id, assignments=(), instance=None):
-    return c.request(14, 3, SyncGroup(group_id=group, generation_id=gen, member_id=member_id, group_instance_id=instance,
-                                      assignments=[SyncGroup.SyncGroupRequestAssignment(member_id=m, assignment=a)
-                                                   for m, a in assignments]))
+    return c.request(
+        14,
+        3,
+        SyncGroup(
+            group_id=group,
+            generation_id=gen,
+            member_id=member_id,
+            group_instance_id=instance,
+            assignments=[SyncGroup.SyncGroupRequestAssignment(member_id=m, assignment=a) for m, a in assignments],
+        ),
+    )
 
 
 def heartbeat(c, group, gen, member_id, instance=None):
-    return c.request(12, 3, Heartbeat(group_id=group, generation_id=gen, member_id=member_id,
-                                      group_instance_id=instance)).error_code
+    return c.request(
+        12, 3, Heartbeat(group_id=group, generation_id=gen, member_id=member_id, group_instance_id=instance)
+    ).error_code
 
 
 def commit(c, group, gen, member_id, topic, offset, metadata="", instance=None):
-    req = OffsetCommit(group_id=group, generation_id_or_member_epoch=gen, member_id=member_id,
-                       group_instance_id=instance, topics=[OffsetCommit.OffsetCommitRequestTopic(
-                           name=topic, partitions=[OffsetCommit.OffsetCommitRequestPartition(
-                               partition_index=0, committed_offset=offset, committed_leader_epoch=-1,
-                               committed_metadata=metadata)])])
+    req = OffsetCommit(
+        group_id=group,
+        generation_id_or_member_epoch=gen,
+        member_id=member_id,
+        group_instance_id=instance,
+        topics=[
+            OffsetCommit.OffsetCommitRequestTopic(
+                name=topic,
+                partitions=[
+                    OffsetCommit.OffsetCommitRequestPartition(
+                        partition_index=0,
+                        committed_offset=offset,
+                        committed_leader_epoch=-1,
+                        committed_metadata=metadata,
+                    )
+                ],
+            )
+        ],
+    )
     return c.request(8, 7, req).topics[0].partitions[0].error_code
 
 
 def fetch_committed(c, group, topic):
-    req = OffsetFetch(group_id=group, topics=[OffsetFetch.OffsetFetchRequestTopic(name=topic, partition_indexes=[0])],
-                      require_stable=False)
+    req = OffsetFetch(
+        group_id=group,
+        topics=[OffsetFetch.OffsetFetchRequestTopic(name=topic, partition_indexes=[0])],
+        require_stable=False,
+    )
     p = c.request(9, 7, req).topics[0].partitions[0]
     return p.committed_offset, p.metadata
 

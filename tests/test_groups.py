@@ -24,7 +24,9 @@ class MemberProc:
         self.lib = lib
         self.proc = subprocess.Popen(
             [sys.executable, str(HERE / "group_member.py"), lib, bootstrap, group, topic, *extra],
-            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            stdin=subprocess.DEVNULL,
         )
         self.assigned: set[int] = set()
         self.history: list[tuple[str, list[int]]] = []
@@ -124,8 +126,11 @@ def test_mixed_clients_split_rebalance_and_death(broker, members):
     wait_for(lambda: split_ok([m1, m3], 6), timeout=40, what="survivors to take over after the session timeout")
     late = produce(bs, "g-mixed", 6, 300, "c")
     everything = set(values + more + late)
-    wait_for(lambda: {r[2] for m in (m1, m2, m3) for r in m.records} >= everything, timeout=40,
-             what="every record to be consumed")
+    wait_for(
+        lambda: {r[2] for m in (m1, m2, m3) for r in m.records} >= everything,
+        timeout=40,
+        what="every record to be consumed",
+    )
     consumed = {r[2] for m in (m1, m2, m3) for r in m.records}
     assert consumed == everything
 
@@ -187,12 +192,14 @@ def test_static_member_restart_keeps_partitions_without_rebalance(broker, member
 
 
 def test_kip848_consumer_protocol(tmp_path, members):
-    from logbroker import Broker
-    from logbroker.protocol import REQUESTS
     from rawclient import RawClient
 
-    with Broker(data_dir=tmp_path / "d", group_consumer_heartbeat_interval_ms=300,
-                group_consumer_session_timeout_ms=6000) as b:
+    from logbroker import Broker
+    from logbroker.protocol import REQUESTS
+
+    with Broker(
+        data_dir=tmp_path / "d", group_consumer_heartbeat_interval_ms=300, group_consumer_session_timeout_ms=6000
+    ) as b:
         bs = b.bootstrap_servers
         values = setup_topic(bs, "g-848", 6, 600, "k")
         m1 = members("confluent", bs, "g848", "g-848", "--protocol", "consumer")
@@ -209,4 +216,6 @@ def test_kip848_consumer_protocol(tmp_path, members):
         m2.kill()  # fenced after the session timeout; m1 takes everything
         wait_for(lambda: len(b.server.groups.consumer.groups["g848"].members) == 1, timeout=30, what="m2 fenced")
         wait_for(lambda: m1.assigned == set(range(6)), timeout=30, what="m1 to own all six again")
-        wait_for(lambda: {r[2] for m in (m1, m2) for r in m.records} >= set(values + more), timeout=30, what="all records")
+        wait_for(
+            lambda: {r[2] for m in (m1, m2) for r in m.records} >= set(values + more), timeout=30, what="all records"
+        )

@@ -9,12 +9,12 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-import logbroker
-from logbroker import Admin, NewTopic
-
 from iceberg_rest_catalog import RecordingProxy, RestCatalogServer
 from test_archive import produce_model
 from test_iceberg_topics import FAST, rows_of, wait_for
+
+import logbroker
+from logbroker import Admin, NewTopic
 
 
 def rest_rows(uri: str, topic: str) -> dict:
@@ -42,8 +42,13 @@ def test_rest_catalog_exactly_once_through_a_catalog_outage_and_a_restart(tmp_pa
             server.stop()  # commits fail while the catalog is away; the records wait in the log
             with caplog.at_level(logging.ERROR, logger="logbroker"):
                 model.update(produce_model(b.bootstrap_servers, "rt", 2, 60))
-                wait_for(lambda: any("Iceberg commit of topic rt" in r.getMessage() and server.uri in r.getMessage()
-                                     for r in caplog.records), what="the failed commit logged, naming the catalog")
+                wait_for(
+                    lambda: any(
+                        "Iceberg commit of topic rt" in r.getMessage() and server.uri in r.getMessage()
+                        for r in caplog.records
+                    ),
+                    what="the failed commit logged, naming the catalog",
+                )
             server.start()  # the same port, SQLite file and warehouse
             wait_for(lambda: rest_rows(server.uri, "rt") == model, what="the records after the outage")
 
@@ -69,8 +74,12 @@ def test_rest_catalog_credentials_and_tokens_reach_the_catalog(tmp_path: Path) -
     from urllib.parse import parse_qs
 
     with RestCatalogServer(tmp_path / "rest") as server, RecordingProxy(server.uri) as proxy:
-        keys = {"iceberg.catalog.type": "rest", "iceberg.catalog.uri": proxy.uri,
-                "iceberg.catalog.credential": "lb-client:s3cret", "iceberg.catalog.scope": "PRINCIPAL_ROLE:ALL"}
+        keys = {
+            "iceberg.catalog.type": "rest",
+            "iceberg.catalog.uri": proxy.uri,
+            "iceberg.catalog.credential": "lb-client:s3cret",
+            "iceberg.catalog.scope": "PRINCIPAL_ROLE:ALL",
+        }
         with logbroker.Broker(data_dir=tmp_path / "d1", config=keys, **FAST) as b:
             with Admin(b.bootstrap_servers) as admin:
                 admin.create_topics([NewTopic("auth1", 1, 1, {"iceberg.enable": "true"})])
@@ -81,8 +90,12 @@ def test_rest_catalog_credentials_and_tokens_reach_the_catalog(tmp_path: Path) -
         exchanges = [r for r in proxy.requests if r["path"].endswith("/oauth/tokens")]
         assert exchanges, [r["path"] for r in proxy.requests]
         form = parse_qs(exchanges[0]["body"])
-        assert (form["grant_type"], form["client_id"], form["client_secret"], form["scope"]) == \
-            (["client_credentials"], ["lb-client"], ["s3cret"], ["PRINCIPAL_ROLE:ALL"])
+        assert (form["grant_type"], form["client_id"], form["client_secret"], form["scope"]) == (
+            ["client_credentials"],
+            ["lb-client"],
+            ["s3cret"],
+            ["PRINCIPAL_ROLE:ALL"],
+        )
         issued = json.loads(exchanges[0]["answer"])["access_token"]
         table_calls = [r for r in proxy.requests if "/tables" in r["path"]]
         assert table_calls and {r["auth"] for r in table_calls} == {f"Bearer {issued}"}

@@ -11,13 +11,12 @@ import time
 from pathlib import Path
 
 import pytest
+from test_archive import produce_model
+from test_archive import wait_for as archive_wait_for
 
 import logbroker
 from logbroker import Admin, NewTopic, Producer
-
 from logbroker.iceberg.table_maintenance import expire_snapshots
-from test_archive import produce_model
-from test_archive import wait_for as archive_wait_for
 
 FAST = {"iceberg_commit_interval_ms": 200, "log_retention_check_interval_ms": 200}
 
@@ -109,8 +108,11 @@ def test_topic_is_a_table_exactly_once_through_retention_and_restart(tmp_path: P
         model.update(more)
         wait_for(lambda: len(table_rows(base, "ice")) == len(model), what="the new records in the table")
         assert table_rows(base, "ice") == model
-        catalog_tables = sqlite3.connect(base / "catalog.db").execute(
-            "SELECT catalog_name, table_namespace, table_name FROM iceberg_tables").fetchall()
+        catalog_tables = (
+            sqlite3.connect(base / "catalog.db")
+            .execute("SELECT catalog_name, table_namespace, table_name FROM iceberg_tables")
+            .fetchall()
+        )
         assert catalog_tables == [("logbroker", "logbroker", "ice")]
 
 
@@ -130,8 +132,10 @@ def test_small_files_are_compacted_and_rows_stay_and_expiry_deletes_only_unreach
             time.sleep(0.3)
         wait_for(lambda: len(table_rows(base, "small")) == len(model), what="every record in the table")
         table = catalog(base).load_table("logbroker.small")
-        wait_for(lambda: any(s.summary.operation == Operation.OVERWRITE for s in table.refresh().snapshots()),
-                 what="a compaction")
+        wait_for(
+            lambda: any(s.summary.operation == Operation.OVERWRITE for s in table.refresh().snapshots()),
+            what="a compaction",
+        )
         appends = sum(1 for s in table.snapshots() if s.summary.operation == Operation.APPEND)
         assert appends >= 16
         assert len(list(table.scan().plan_files())) < appends
@@ -192,8 +196,9 @@ def test_table_with_other_columns_is_left_alone(tmp_path: Path, caplog) -> None:
     caplog.set_level("ERROR", logger="logbroker.iceberg")
     with logbroker.Broker(data_dir=data, **FAST) as b:
         with Admin(b.bootstrap_servers) as admin:
-            admin.create_topics([NewTopic("other", 1, 1, {"iceberg.enable": "true", "segment.bytes": "4096",
-                                                          "retention.bytes": "1"})])
+            admin.create_topics(
+                [NewTopic("other", 1, 1, {"iceberg.enable": "true", "segment.bytes": "4096", "retention.bytes": "1"})]
+            )
         with Producer(b.bootstrap_servers, linger_ms=0) as p:
             for _ in range(100):
                 p.send("other", b"x" * 100, key=b"k", partition=0).result(10)
@@ -223,8 +228,11 @@ def test_three_nodes_leader_killed_every_acknowledged_record_once(tmp_path: Path
     from logbroker import Cluster
 
     base = tmp_path / "shared"
-    config = {"iceberg.catalog.uri": f"sqlite:///{base / 'catalog.db'}", "iceberg.warehouse": str(base / "warehouse"),
-              "iceberg.commit.interval.ms": 200}
+    config = {
+        "iceberg.catalog.uri": f"sqlite:///{base / 'catalog.db'}",
+        "iceberg.warehouse": str(base / "warehouse"),
+        "iceberg.commit.interval.ms": 200,
+    }
     with Cluster(3, data_dir=tmp_path / "c", config=config) as c:
         with Admin(c.bootstrap_servers) as admin:
             admin.create_topics([NewTopic("ha", 3, 3, {"iceberg.enable": "true", "min.insync.replicas": "2"})])
@@ -262,21 +270,41 @@ def test_warehouse_in_s3(tmp_path: Path) -> None:
     server.start()
     try:
         host, port = server.get_host_and_port()
-        s3 = fs.S3FileSystem(endpoint_override=f"{host}:{port}", scheme="http", access_key="test", secret_key="test",
-                             region="us-east-1", allow_bucket_creation=True)
+        s3 = fs.S3FileSystem(
+            endpoint_override=f"{host}:{port}",
+            scheme="http",
+            access_key="test",
+            secret_key="test",
+            region="us-east-1",
+            allow_bucket_creation=True,
+        )
         s3.create_dir("lake")
-        keys = {"iceberg.warehouse": "s3://lake/wh", "iceberg.s3.endpoint": f"http://{host}:{port}",
-                "iceberg.s3.access.key.id": "test", "iceberg.s3.secret.access.key": "test",
-                "iceberg.catalog.uri": f"sqlite:///{tmp_path / 'catalog.db'}"}
+        keys = {
+            "iceberg.warehouse": "s3://lake/wh",
+            "iceberg.s3.endpoint": f"http://{host}:{port}",
+            "iceberg.s3.access.key.id": "test",
+            "iceberg.s3.secret.access.key": "test",
+            "iceberg.catalog.uri": f"sqlite:///{tmp_path / 'catalog.db'}",
+        }
         with logbroker.Broker(data_dir=tmp_path / "d", config=keys, **FAST) as b:
             with Admin(b.bootstrap_servers) as admin:
                 admin.create_topics([NewTopic("s3t", 1, 1, {"iceberg.enable": "true"})])
-                assert admin.describe_configs([("broker", "1")])[("broker", "1")]["iceberg.s3.secret.access.key"] is None
+                assert (
+                    admin.describe_configs([("broker", "1")])[("broker", "1")]["iceberg.s3.secret.access.key"] is None
+                )
             model = produce_model(b.bootstrap_servers, "s3t", 1, 60)
-            cat = SqlCatalog("logbroker", uri=keys["iceberg.catalog.uri"], warehouse="s3://lake/wh",
-                             **{"s3.endpoint": keys["iceberg.s3.endpoint"], "s3.access-key-id": "test",
-                                "s3.secret-access-key": "test", "s3.region": "us-east-1",
-                                "s3.path-style-access": "true"})
+            cat = SqlCatalog(
+                "logbroker",
+                uri=keys["iceberg.catalog.uri"],
+                warehouse="s3://lake/wh",
+                **{
+                    "s3.endpoint": keys["iceberg.s3.endpoint"],
+                    "s3.access-key-id": "test",
+                    "s3.secret-access-key": "test",
+                    "s3.region": "us-east-1",
+                    "s3.path-style-access": "true",
+                },
+            )
 
             def count() -> int:
                 try:

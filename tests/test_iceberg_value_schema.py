@@ -21,34 +21,54 @@ from logbroker.arrow_records import kafka_arrow_schema
 from logbroker.iceberg import value_schema as vs
 from logbroker.iceberg.table_writer import ValueDecoding
 
-V1 = {"type": "record", "name": "Click", "namespace": "lb.t", "fields": [
-    {"name": "user", "type": "string"},
-    {"name": "count", "type": "int"},
-    {"name": "kind", "type": {"type": "enum", "name": "Kind", "symbols": ["VIEW", "BUY"]}},
-    {"name": "at", "type": {"type": "long", "logicalType": "timestamp-millis"}},
-    {"name": "day", "type": {"type": "int", "logicalType": "date"}},
-    {"name": "tags", "type": {"type": "array", "items": "string"}},
-    {"name": "where", "type": ["null", {"type": "record", "name": "Place", "fields": [
-        {"name": "city", "type": "string"}, {"name": "lat", "type": "double"}]}], "default": None},
-    {"name": "blob", "type": ["null", "bytes"], "default": None},
-    {"name": "props", "type": {"type": "map", "values": "long"}},
-    {"name": "ok", "type": "boolean"},
-    {"name": "ratio", "type": "float"},
-]}
+V1 = {
+    "type": "record",
+    "name": "Click",
+    "namespace": "lb.t",
+    "fields": [
+        {"name": "user", "type": "string"},
+        {"name": "count", "type": "int"},
+        {"name": "kind", "type": {"type": "enum", "name": "Kind", "symbols": ["VIEW", "BUY"]}},
+        {"name": "at", "type": {"type": "long", "logicalType": "timestamp-millis"}},
+        {"name": "day", "type": {"type": "int", "logicalType": "date"}},
+        {"name": "tags", "type": {"type": "array", "items": "string"}},
+        {
+            "name": "where",
+            "type": [
+                "null",
+                {
+                    "type": "record",
+                    "name": "Place",
+                    "fields": [{"name": "city", "type": "string"}, {"name": "lat", "type": "double"}],
+                },
+            ],
+            "default": None,
+        },
+        {"name": "blob", "type": ["null", "bytes"], "default": None},
+        {"name": "props", "type": {"type": "map", "values": "long"}},
+        {"name": "ok", "type": "boolean"},
+        {"name": "ratio", "type": "float"},
+    ],
+}
 # v2: count widened to long, a new optional field, `props` dropped
-V2 = {"type": "record", "name": "Click", "namespace": "lb.t", "fields": [
-    {"name": "user", "type": "string"},
-    {"name": "count", "type": "long"},
-    {"name": "kind", "type": {"type": "enum", "name": "Kind", "symbols": ["VIEW", "BUY"]}},
-    {"name": "at", "type": {"type": "long", "logicalType": "timestamp-millis"}},
-    {"name": "day", "type": {"type": "int", "logicalType": "date"}},
-    {"name": "tags", "type": {"type": "array", "items": "string"}},
-    {"name": "where", "type": ["null", "Place"], "default": None},
-    {"name": "blob", "type": ["null", "bytes"], "default": None},
-    {"name": "ok", "type": "boolean"},
-    {"name": "ratio", "type": "float"},
-    {"name": "referrer", "type": ["null", "string"], "default": None},
-]}
+V2 = {
+    "type": "record",
+    "name": "Click",
+    "namespace": "lb.t",
+    "fields": [
+        {"name": "user", "type": "string"},
+        {"name": "count", "type": "long"},
+        {"name": "kind", "type": {"type": "enum", "name": "Kind", "symbols": ["VIEW", "BUY"]}},
+        {"name": "at", "type": {"type": "long", "logicalType": "timestamp-millis"}},
+        {"name": "day", "type": {"type": "int", "logicalType": "date"}},
+        {"name": "tags", "type": {"type": "array", "items": "string"}},
+        {"name": "where", "type": ["null", "Place"], "default": None},
+        {"name": "blob", "type": ["null", "bytes"], "default": None},
+        {"name": "ok", "type": "boolean"},
+        {"name": "ratio", "type": "float"},
+        {"name": "referrer", "type": ["null", "string"], "default": None},
+    ],
+}
 V2_WITH_PLACE = json.loads(json.dumps(V2))
 V2_WITH_PLACE["fields"][6]["type"] = ["null", V1["fields"][6]["type"][1]]
 
@@ -60,16 +80,23 @@ def encode(schema: dict, schema_id: int, datum: dict) -> bytes:
     return out.getvalue()
 
 
-EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
+EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
 
 
 def click(i: int, v2: bool = False) -> dict:
     """A record of V1 (or V2): `at` and `day` as the logical types' Python values."""
-    d = {"user": f"u{i}", "count": i * (10**10 if v2 else 1), "kind": "BUY" if i % 2 else "VIEW",
-         "at": EPOCH + datetime.timedelta(milliseconds=1_700_000_000_000 + i),
-         "day": datetime.date(1970, 1, 1) + datetime.timedelta(days=19_000 + i), "tags": [f"t{j}" for j in range(i % 3)],
-         "where": {"city": f"c{i}", "lat": i / 4} if i % 3 else None, "blob": bytes([i]) if i % 2 else None,
-         "ok": bool(i % 2), "ratio": 0.5 * i}
+    d = {
+        "user": f"u{i}",
+        "count": i * (10**10 if v2 else 1),
+        "kind": "BUY" if i % 2 else "VIEW",
+        "at": EPOCH + datetime.timedelta(milliseconds=1_700_000_000_000 + i),
+        "day": datetime.date(1970, 1, 1) + datetime.timedelta(days=19_000 + i),
+        "tags": [f"t{j}" for j in range(i % 3)],
+        "where": {"city": f"c{i}", "lat": i / 4} if i % 3 else None,
+        "blob": bytes([i]) if i % 2 else None,
+        "ok": bool(i % 2),
+        "ratio": 0.5 * i,
+    }
     if v2:
         d["referrer"] = f"r{i}" if i % 2 else None
     else:
@@ -80,11 +107,16 @@ def click(i: int, v2: bool = False) -> dict:
 def kafka_batch(values: list[bytes | None]):
     n = len(values)
     schema = kafka_arrow_schema(include_headers=True)
-    cols = {"key": pa.array([None] * n, pa.binary()), "value": pa.array(values, pa.binary()),
-            "topic": pa.array(["t"] * n), "partition": pa.array([0] * n, pa.int32()),
-            "offset": pa.array(range(n), pa.int64()),
-            "timestamp": pa.array([0] * n, pa.timestamp("us", tz="UTC")), "timestampType": pa.array([0] * n, pa.int32()),
-            "headers": pa.array([[]] * n, schema.field("headers").type)}
+    cols = {
+        "key": pa.array([None] * n, pa.binary()),
+        "value": pa.array(values, pa.binary()),
+        "topic": pa.array(["t"] * n),
+        "partition": pa.array([0] * n, pa.int32()),
+        "offset": pa.array(range(n), pa.int64()),
+        "timestamp": pa.array([0] * n, pa.timestamp("us", tz="UTC")),
+        "timestampType": pa.array([0] * n, pa.int32()),
+        "headers": pa.array([[]] * n, schema.field("headers").type),
+    }
     return pa.RecordBatch.from_arrays([cols[f.name] for f in schema], schema=schema)
 
 
@@ -117,18 +149,26 @@ def test_values_of_two_versions_decode_into_the_grown_struct() -> None:
 
 
 def test_types_without_columns_are_skipped_and_recursion_is_refused() -> None:
-    schema = {"type": "record", "name": "R", "fields": [
-        {"name": "m", "type": {"type": "map", "values": "string"}},
-        {"name": "u", "type": ["int", "string"]},
-        {"name": "x", "type": "int"}]}
+    schema = {
+        "type": "record",
+        "name": "R",
+        "fields": [
+            {"name": "m", "type": {"type": "map", "values": "string"}},
+            {"name": "u", "type": ["int", "string"]},
+            {"name": "x", "type": "int"},
+        ],
+    }
     struct_type = vs.value_struct([vs.ValueSchema(3, json.dumps(schema))])
     assert struct_type == ("struct", [("x", "int")])
     dec = ValueDecoding("t", struct_type, [vs.ValueSchema(3, json.dumps(schema))])
     out_schema = dec.arrow_schema(kafka_arrow_schema(include_headers=True))
     v = encode(schema, 3, {"m": {"k": "v"}, "u": "s", "x": 5})
     assert dec.decode(kafka_batch([v]), out_schema, "ns.t").to_pylist()[0]["value"] == {"x": 5}
-    linked = {"type": "record", "name": "Node", "fields": [
-        {"name": "v", "type": "int"}, {"name": "next", "type": ["null", "Node"]}]}
+    linked = {
+        "type": "record",
+        "name": "Node",
+        "fields": [{"name": "v", "type": "int"}, {"name": "next", "type": ["null", "Node"]}],
+    }
     linked_v = vs.ValueSchema(4, json.dumps(linked))
     dec = ValueDecoding("t", vs.value_struct([linked_v]), [linked_v])
     assert dec.programs == []  # not compiled: its values go to value_raw, named in the log
@@ -142,19 +182,21 @@ def value_topic(tmp_path: Path, topic: str, compatibility: str | None = None):
     from confluent_kafka import Producer
     from confluent_kafka.schema_registry import SchemaRegistryClient
     from confluent_kafka.serialization import MessageField, SerializationContext
+    from test_iceberg_topics import catalog
 
     import logbroker
     from logbroker import Admin, NewTopic
-    from test_iceberg_topics import catalog
 
     base = tmp_path / "d" / "__iceberg"
-    with logbroker.Broker(data_dir=tmp_path / "d", schema_registry_listen="127.0.0.1:0",
-                          iceberg_commit_interval_ms=200) as b:
+    with logbroker.Broker(
+        data_dir=tmp_path / "d", schema_registry_listen="127.0.0.1:0", iceberg_commit_interval_ms=200
+    ) as b:
         host, port = b.server.schema_registry_address
         sr = SchemaRegistryClient({"url": f"http://{host}:{port}"})
         with Admin(b.bootstrap_servers) as admin:
-            admin.create_topics([NewTopic(topic, 2, 1, {"iceberg.enable": "true",
-                                                        "iceberg.mode": "value_schema_id_prefix"})])
+            admin.create_topics(
+                [NewTopic(topic, 2, 1, {"iceberg.enable": "true", "iceberg.mode": "value_schema_id_prefix"})]
+            )
         if compatibility is not None:
             sr.set_compatibility(f"{topic}-value", compatibility)
 
@@ -164,14 +206,17 @@ def value_topic(tmp_path: Path, topic: str, compatibility: str | None = None):
             except Exception:
                 return []
 
-        yield sr, Producer({"bootstrap.servers": b.bootstrap_servers, "linger.ms": 5}), \
-            SerializationContext(topic, MessageField.VALUE), rows
+        yield (
+            sr,
+            Producer({"bootstrap.servers": b.bootstrap_servers, "linger.ms": 5}),
+            SerializationContext(topic, MessageField.VALUE),
+            rows,
+        )
         sr.close()
 
 
 def test_broker_writes_value_columns_with_confluent_serializer(tmp_path: Path) -> None:
     from confluent_kafka.schema_registry.avro import AvroSerializer
-
     from test_iceberg_topics import catalog, wait_for
 
     with value_topic(tmp_path, "clicks") as (sr, p, ctx, rows):
@@ -192,31 +237,48 @@ def test_broker_writes_value_columns_with_confluent_serializer(tmp_path: Path) -
         decoded = [r for r in got if r["value"] is not None]
         assert len(decoded) == 100
         assert sorted(r["value"]["user"] for r in decoded) == sorted([f"u{i}" for i in range(50)] * 2)
-        assert sorted(r["value"]["referrer"] for r in decoded if r["value"]["referrer"]) == \
-            sorted(f"r{i}" for i in range(50) if i % 2)
+        assert sorted(r["value"]["referrer"] for r in decoded if r["value"]["referrer"]) == sorted(
+            f"r{i}" for i in range(50) if i % 2
+        )
         assert [r["value_raw"] for r in got if r["value"] is None] == [b"raw bytes"]
 
 
-J1 = {"$schema": "http://json-schema.org/draft-07/schema#", "title": "Order", "type": "object",
-      "definitions": {"Line": {"type": "object", "properties": {"sku": {"type": "string"},
-                                                                "qty": {"type": "integer"}}}},
-      "properties": {
-          "id": {"type": "integer"},
-          "customer": {"type": ["string", "null"]},
-          "total": {"type": "number"},
-          "paid": {"type": "boolean"},
-          "lines": {"type": "array", "items": {"$ref": "#/definitions/Line"}},
-          "note": {"oneOf": [{"type": "null"}, {"type": "string"}]},
-          "attrs": {"type": "object", "additionalProperties": {"type": "string"}},  # a map: no column
-          "any": {}}}
-J2 = {**J1, "properties": {**J1["properties"], "total": {"type": "integer"},
-                           "ship": {"type": "object", "properties": {"city": {"type": "string"}}}}}
+J1 = {
+    "$schema": "http://json-schema.org/draft-07/schema#",
+    "title": "Order",
+    "type": "object",
+    "definitions": {"Line": {"type": "object", "properties": {"sku": {"type": "string"}, "qty": {"type": "integer"}}}},
+    "properties": {
+        "id": {"type": "integer"},
+        "customer": {"type": ["string", "null"]},
+        "total": {"type": "number"},
+        "paid": {"type": "boolean"},
+        "lines": {"type": "array", "items": {"$ref": "#/definitions/Line"}},
+        "note": {"oneOf": [{"type": "null"}, {"type": "string"}]},
+        "attrs": {"type": "object", "additionalProperties": {"type": "string"}},  # a map: no column
+        "any": {},
+    },
+}
+J2 = {
+    **J1,
+    "properties": {
+        **J1["properties"],
+        "total": {"type": "integer"},
+        "ship": {"type": "object", "properties": {"city": {"type": "string"}}},
+    },
+}
 
 
 def order(i: int, v2: bool = False) -> dict:
-    o = {"id": i, "customer": None if i % 4 == 0 else f"c{i}", "total": i * 2 if v2 else i + 0.5,
-         "paid": i % 2 == 0, "lines": [{"sku": f"s{j}", "qty": j} for j in range(i % 3)],
-         "attrs": {"k": "v"}, "any": [i]}
+    o = {
+        "id": i,
+        "customer": None if i % 4 == 0 else f"c{i}",
+        "total": i * 2 if v2 else i + 0.5,
+        "paid": i % 2 == 0,
+        "lines": [{"sku": f"s{j}", "qty": j} for j in range(i % 3)],
+        "attrs": {"k": "v"},
+        "any": [i],
+    }
     if i % 5:
         o["note"] = f"n{i}"
     if v2:
@@ -236,10 +298,18 @@ def test_json_schema_values_decode_by_name_across_versions() -> None:
     schemas = [vs.ValueSchema(6, json.dumps(J2), "JSON"), vs.ValueSchema(5, json.dumps(J1), "JSON")]
     struct_type = vs.value_struct(schemas)
     # v2 narrows `total` to integer: the table keeps v1's wider double
-    assert struct_type == ("struct", [
-        ("id", "long"), ("customer", "string"), ("total", "double"), ("paid", "boolean"),
-        ("lines", ("list", ("struct", [("sku", "string"), ("qty", "long")]))), ("note", "string"),
-        ("ship", ("struct", [("city", "string")]))])
+    assert struct_type == (
+        "struct",
+        [
+            ("id", "long"),
+            ("customer", "string"),
+            ("total", "double"),
+            ("paid", "boolean"),
+            ("lines", ("list", ("struct", [("sku", "string"), ("qty", "long")]))),
+            ("note", "string"),
+            ("ship", ("struct", [("city", "string")])),
+        ],
+    )
     dec = ValueDecoding("t", struct_type, schemas)
     objs = [order(i) for i in range(7)] + [order(i, True) for i in range(7, 12)]
     values = [json_framed(5 if i < 7 else 6, o) for i, o in enumerate(objs)]
@@ -248,8 +318,15 @@ def test_json_schema_values_decode_by_name_across_versions() -> None:
     rows = batch.to_pylist()
 
     def expected(o: dict) -> dict:
-        return {"id": o["id"], "customer": o["customer"], "total": float(o["total"]), "paid": o["paid"],
-                "lines": o["lines"], "note": o.get("note"), "ship": o.get("ship")}
+        return {
+            "id": o["id"],
+            "customer": o["customer"],
+            "total": float(o["total"]),
+            "paid": o["paid"],
+            "lines": o["lines"],
+            "note": o.get("note"),
+            "ship": o.get("ship"),
+        }
 
     assert [r["value"] for r in rows[:12]] == [expected(o) for o in objs]
     assert all(r["value_raw"] is None for r in rows[:12])
@@ -260,7 +337,6 @@ def test_json_schema_values_decode_by_name_across_versions() -> None:
 
 def test_broker_writes_json_schema_values_with_confluent_serializer(tmp_path: Path) -> None:
     from confluent_kafka.schema_registry.json_schema import JSONSerializer
-
     from test_iceberg_topics import catalog, wait_for
 
     # v2 narrows `total` to integer: compatibility NONE
@@ -276,8 +352,15 @@ def test_broker_writes_json_schema_values_with_confluent_serializer(tmp_path: Pa
         assert p.flush(30) == 0
         got = wait_for(lambda: len(r := rows()) == 80 and r, what="the second version's records")
         table = catalog(tmp_path / "d" / "__iceberg").load_table("logbroker.orders")
-        assert [f.name for f in table.schema().find_field("value").field_type.fields] == \
-            ["id", "customer", "total", "paid", "lines", "note", "ship"]
+        assert [f.name for f in table.schema().find_field("value").field_type.fields] == [
+            "id",
+            "customer",
+            "total",
+            "paid",
+            "lines",
+            "note",
+            "ship",
+        ]
         by_id = {r["value"]["id"]: r["value"] for r in got}
         assert sorted(by_id) == list(range(80))
         assert by_id[5]["lines"] == [{"sku": "s0", "qty": 0}, {"sku": "s1", "qty": 1}] and by_id[3]["lines"] == []
@@ -286,7 +369,7 @@ def test_broker_writes_json_schema_values_with_confluent_serializer(tmp_path: Pa
         assert all(r["value_raw"] is None for r in got)
 
 
-ORDER_PROTO = '''syntax = "proto3";
+ORDER_PROTO = """syntax = "proto3";
 package lb.iceberg;
 import "google/protobuf/timestamp.proto";
 message Order {
@@ -316,7 +399,7 @@ message Order {
 message Other {
   string x = 1;
 }
-'''
+"""
 ORDER_PROTO_V2 = ORDER_PROTO.replace("  bytes blob = 10;\n", "  bytes blob = 10;\n  string referrer = 13;\n")
 
 
@@ -355,12 +438,20 @@ def proto_order(cls, i: int, v2: bool = False):
 def expected_order(m, v2: bool) -> dict:
     kind = m.DESCRIPTOR.enum_types_by_name["Kind"].values_by_number[m.kind].name
     which = m.WhichOneof("pay")
-    return {"id": m.id, "deltas": list(m.deltas), "kind": kind, "note": m.note if m.HasField("note") else None,
-            "lines": [{"sku": ln.sku, "qty": ln.qty} for ln in m.lines],
-            "at": {"seconds": m.at.seconds, "nanos": m.at.nanos} if m.HasField("at") else None,
-            "total": m.total, "paid": m.paid, "blob": m.blob, "card": m.card if which == "card" else None,
-            "cash": (m.cash - 2**64 if m.cash >= 2**63 else m.cash) if which == "cash" else None,
-            "referrer": m.referrer if v2 else None}
+    return {
+        "id": m.id,
+        "deltas": list(m.deltas),
+        "kind": kind,
+        "note": m.note if m.HasField("note") else None,
+        "lines": [{"sku": ln.sku, "qty": ln.qty} for ln in m.lines],
+        "at": {"seconds": m.at.seconds, "nanos": m.at.nanos} if m.HasField("at") else None,
+        "total": m.total,
+        "paid": m.paid,
+        "blob": m.blob,
+        "card": m.card if which == "card" else None,
+        "cash": (m.cash - 2**64 if m.cash >= 2**63 else m.cash) if which == "cash" else None,
+        "referrer": m.referrer if v2 else None,
+    }
 
 
 def test_protobuf_values_decode_by_field_number_across_versions() -> None:
@@ -374,7 +465,8 @@ def test_protobuf_values_decode_by_field_number_across_versions() -> None:
     schemas = [vs.ValueSchema(9, v2, "PROTOBUF"), vs.ValueSchema(8, v1, "PROTOBUF")]
     struct_type = vs.value_struct(schemas)
     assert sorted(n for n, _ in struct_type[1]) == sorted(
-        ["id", "deltas", "kind", "note", "lines", "at", "total", "paid", "blob", "card", "cash", "referrer"])
+        ["id", "deltas", "kind", "note", "lines", "at", "total", "paid", "blob", "card", "cash", "referrer"]
+    )
     assert dict(struct_type[1])["at"] == ("struct", [("seconds", "long"), ("nanos", "int")])
     dec = ValueDecoding("t", struct_type, schemas)
     c1, c2 = order_class(ORDER_PROTO), order_class(ORDER_PROTO_V2)
@@ -391,7 +483,6 @@ def test_protobuf_values_decode_by_field_number_across_versions() -> None:
 
 def test_broker_writes_protobuf_values_with_confluent_serializer(tmp_path: Path) -> None:
     from confluent_kafka.schema_registry.protobuf import ProtobufSerializer
-
     from test_iceberg_topics import wait_for
 
     with value_topic(tmp_path, "porders") as (sr, p, ctx, rows):
@@ -405,7 +496,9 @@ def test_broker_writes_protobuf_values_with_confluent_serializer(tmp_path: Path)
                 p.produce("porders", ser(m, ctx), partition=i % 2)
             assert p.flush(30) == 0
 
-        got = wait_for(lambda: len(r := rows()) == 60 and all(x["value"] is not None for x in r) and r,
-                       what="both versions' records decoded")
+        got = wait_for(
+            lambda: len(r := rows()) == 60 and all(x["value"] is not None for x in r) and r,
+            what="both versions' records decoded",
+        )
         assert [r["value"] for r in sorted(got, key=lambda r: r["value"]["id"])] == sent
         assert sr.get_versions("porders-value") == [1, 2]

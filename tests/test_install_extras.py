@@ -35,8 +35,11 @@ def wheel(tmp_path_factory) -> Path:
     if given:
         return Path(given)
     out = tmp_path_factory.mktemp("wheel")
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--wheel-dir", str(out), str(ROOT)],
-                   check=True, timeout=900)
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--wheel-dir", str(out), str(ROOT)],
+        check=True,
+        timeout=900,
+    )
     return next(out.glob("logbroker-*.whl"))
 
 
@@ -44,8 +47,12 @@ def make_env(where: Path, requirement: str) -> Path:
     """A new virtual environment with only `requirement` installed; returns its python."""
     subprocess.run([sys.executable, "-m", "venv", str(where)], check=True, timeout=120)
     py = where / "bin" / "python"
-    res = subprocess.run([str(py), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", requirement],
-                         capture_output=True, text=True, timeout=900)
+    res = subprocess.run(
+        [str(py), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", requirement],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert res.returncode == 0, f"pip install {requirement} failed:\n{res.stdout[-3000:]}{res.stderr[-3000:]}"
     return py
 
@@ -55,15 +62,23 @@ def run_in(py: Path, script: str, timeout: float = 300) -> str:
     env["PATH"] = f"{py.parent}:{env.get('PATH', '')}"
     env["PYSPARK_PYTHON"] = str(py)
     # Run from a directory without the checkout's python/ tree: only the installed wheel counts.
-    res = subprocess.run([str(py), "-c", textwrap.dedent(script)], capture_output=True, text=True, timeout=timeout,
-                         cwd=py.parent, env=env)
+    res = subprocess.run(
+        [str(py), "-c", textwrap.dedent(script)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=py.parent,
+        env=env,
+    )
     assert res.returncode == 0, f"script failed in {py.parent.parent}:\n{res.stdout[-4000:]}\n{res.stderr[-6000:]}"
     return res.stdout
 
 
 def test_base_install_imports_every_module_and_serves(wheel, tmp_path):
     py = make_env(tmp_path / "base", str(wheel))
-    out = run_in(py, f"""
+    out = run_in(
+        py,
+        f"""
         import importlib, importlib.util, pathlib
         import logbroker
 
@@ -105,7 +120,8 @@ def test_base_install_imports_every_module_and_serves(wheel, tmp_path):
                     got += [r.value for r in c.poll(5.0)]
         assert got == [f"v{{i}}".encode() for i in range(100)], got[:5]
         print(len(imported), "modules")
-    """)
+    """,
+    )
     assert int(out.split()[-2]) > 50, out
     # The console script is installed and runs.
     res = subprocess.run([str(py.parent / "logbroker"), "config-keys"], capture_output=True, text=True, timeout=60)
@@ -114,7 +130,9 @@ def test_base_install_imports_every_module_and_serves(wheel, tmp_path):
 
 def test_spark_extra_reads_with_the_logbroker_source(wheel, tmp_path):
     py = make_env(tmp_path / "spark", f"{wheel}[spark]")
-    run_in(py, """
+    run_in(
+        py,
+        """
         import importlib.util
         import logbroker
         from pyspark.sql import SparkSession
@@ -143,4 +161,6 @@ def test_spark_extra_reads_with_the_logbroker_source(wheel, tmp_path):
             i = int(r.value.decode().split("-")[1])
             assert (r.topic, r.partition, r.key, r.offset) == ("sp", i % 2, f"k{i}".encode(), i // 2), r
             assert [(h.key, h.value) for h in r.headers] == [("h", f"{i}".encode())], r
-    """, timeout=600)
+    """,
+        timeout=600,
+    )

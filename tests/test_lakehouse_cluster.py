@@ -9,13 +9,18 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from logbroker import Cluster
-
 from test_iceberg_topics import catalog, wait_for
 
-ORDER = json.dumps({"type": "record", "name": "Order", "namespace": "lb.flow", "fields": [
-    {"name": "id", "type": "long"}, {"name": "item", "type": "string"},
-    {"name": "qty", "type": "int"}]})
+from logbroker import Cluster
+
+ORDER = json.dumps(
+    {
+        "type": "record",
+        "name": "Order",
+        "namespace": "lb.flow",
+        "fields": [{"name": "id", "type": "long"}, {"name": "item", "type": "string"}, {"name": "qty", "type": "int"}],
+    }
+)
 
 
 def test_registry_validation_iceberg_and_spark_through_a_leader_kill(iceberg_spark, tmp_path: Path) -> None:
@@ -26,14 +31,29 @@ def test_registry_validation_iceberg_and_spark_through_a_leader_kill(iceberg_spa
     from confluent_kafka.serialization import MessageField, SerializationContext
 
     base = tmp_path / "lake"
-    config = {"schema.registry.topic.replication.factor": 3,
-              "iceberg.catalog.uri": f"sqlite:///{base / 'catalog.db'}", "iceberg.warehouse": str(base / "warehouse"),
-              "iceberg.commit.interval.ms": 300}
+    config = {
+        "schema.registry.topic.replication.factor": 3,
+        "iceberg.catalog.uri": f"sqlite:///{base / 'catalog.db'}",
+        "iceberg.warehouse": str(base / "warehouse"),
+        "iceberg.commit.interval.ms": 300,
+    }
     with Cluster(3, data_dir=tmp_path / "c", schema_registry=True, config=config) as c:
         admin = AdminClient({"bootstrap.servers": c.bootstrap_servers})
-        admin.create_topics([NewTopic("orders", 3, 3, config={
-            "min.insync.replicas": "2", "confluent.value.schema.validation": "true", "iceberg.enable": "true",
-            "iceberg.mode": "value_schema_id_prefix"})])["orders"].result(30)
+        admin.create_topics(
+            [
+                NewTopic(
+                    "orders",
+                    3,
+                    3,
+                    config={
+                        "min.insync.replicas": "2",
+                        "confluent.value.schema.validation": "true",
+                        "iceberg.enable": "true",
+                        "iceberg.mode": "value_schema_id_prefix",
+                    },
+                )
+            ]
+        )["orders"].result(30)
         ctx = SerializationContext("orders", MessageField.VALUE)
         registries = {n.node_id: SchemaRegistryClient({"url": n.schema_registry_url}) for n in c.nodes}
         ser = AvroSerializer(registries[1], ORDER)
@@ -46,13 +66,19 @@ def test_registry_validation_iceberg_and_spark_through_a_leader_kill(iceberg_spa
                     failed.append(str(err))
                 else:
                     acked[(msg.partition(), msg.offset())] = i
+
             return on_delivery
 
-        p = Producer({"bootstrap.servers": c.bootstrap_servers, "acks": "all", "enable.idempotence": True,
-                      "linger.ms": 5})
+        p = Producer(
+            {"bootstrap.servers": c.bootstrap_servers, "acks": "all", "enable.idempotence": True, "linger.ms": 5}
+        )
         for i in range(200):
-            p.produce("orders", ser({"id": i, "item": f"item-{i}", "qty": i % 7}, ctx), partition=i % 3,
-                      on_delivery=delivered(i))
+            p.produce(
+                "orders",
+                ser({"id": i, "item": f"item-{i}", "qty": i % 7}, ctx),
+                partition=i % 3,
+                on_delivery=delivered(i),
+            )
         assert p.flush(30) == 0 and not failed
 
         # A record without a registered id is refused; nothing of its batch is stored.
@@ -72,8 +98,12 @@ def test_registry_validation_iceberg_and_spark_through_a_leader_kill(iceberg_spa
         alive = next(n for n in registries if n != leader)
         ser = AvroSerializer(registries[alive], ORDER)
         for i in range(200, 400):
-            p.produce("orders", ser({"id": i, "item": f"item-{i}", "qty": i % 7}, ctx), partition=i % 3,
-                      on_delivery=delivered(i))
+            p.produce(
+                "orders",
+                ser({"id": i, "item": f"item-{i}", "qty": i % 7}, ctx),
+                partition=i % 3,
+                on_delivery=delivered(i),
+            )
         assert p.flush(60) == 0 and not failed, failed
         assert len(acked) == 400
 
@@ -84,8 +114,16 @@ def test_registry_validation_iceberg_and_spark_through_a_leader_kill(iceberg_spa
                 return 0
 
         wait_for(lambda: table_count() >= 400, timeout=120, what="every acknowledged record in the table")
-        out = iceberg_spark("--db", str(base / "catalog.db"), "--warehouse", str(base / "warehouse"),
-                            "--table", "logbroker.orders", "--select", "partition,offset,value.id,value.item,value_raw")
+        out = iceberg_spark(
+            "--db",
+            str(base / "catalog.db"),
+            "--warehouse",
+            str(base / "warehouse"),
+            "--table",
+            "logbroker.orders",
+            "--select",
+            "partition,offset,value.id,value.item,value_raw",
+        )
         rows = out["table"]
         got = {(r["partition"], r["offset"]): r["id"] for r in rows}
         assert len(rows) == len(got) == 400, "every acknowledged record once"

@@ -39,12 +39,15 @@ def runtime_imports(path: Path, modules: set[str]) -> set[str]:
             elif isinstance(node, ast.ImportFrom):
                 base = node.module or ""
                 if node.level:
-                    base = ".".join(package.split(".")[: len(package.split(".")) - node.level + 1] + ([base] if base else []))
+                    base = ".".join(
+                        package.split(".")[: len(package.split(".")) - node.level + 1] + ([base] if base else [])
+                    )
                 for a in node.names:
                     sub = f"{base}.{a.name}"
                     out.add(sub if sub in modules else base)
             else:
                 visit(ast.iter_child_nodes(node))  # classes, functions, if/try/with bodies
+
     visit(tree.body)
     return {m for m in out if m in modules and m != me}
 
@@ -65,7 +68,7 @@ def find_cycle(g: dict[str, set[str]]) -> list[str] | None:
         stack.append(n)
         for m in sorted(g.get(n, ())):
             if state.get(m) == 1:
-                return stack[stack.index(m):] + [m]
+                return stack[stack.index(m) :] + [m]
             if m not in state:
                 found = dfs(m)
                 if found:
@@ -96,18 +99,22 @@ COORD_SUBPACKAGES = ("logbroker.coord.metadata", "logbroker.coord.groups")
 
 def against_the_layers(m: str, d: str) -> bool:
     shared_coord = within(m, "logbroker.coord") and not any(within(m, p) for p in COORD_SUBPACKAGES)
-    return ((within(m, "logbroker.coord") and within(d, "logbroker.broker"))
-            or (within(m, "logbroker.common") and (within(d, "logbroker.coord") or within(d, "logbroker.broker")))
-            or (within(m, "logbroker.coord.metadata") and within(d, "logbroker.coord.groups"))
-            or (shared_coord and any(within(d, p) for p in COORD_SUBPACKAGES))
-            or (within(d, "logbroker.cli") and not within(m, "logbroker.cli") and m != "logbroker.__main__"))
+    return (
+        (within(m, "logbroker.coord") and within(d, "logbroker.broker"))
+        or (within(m, "logbroker.common") and (within(d, "logbroker.coord") or within(d, "logbroker.broker")))
+        or (within(m, "logbroker.coord.metadata") and within(d, "logbroker.coord.groups"))
+        or (shared_coord and any(within(d, p) for p in COORD_SUBPACKAGES))
+        or (within(d, "logbroker.cli") and not within(m, "logbroker.cli") and m != "logbroker.__main__")
+    )
 
 
 def test_layers_point_one_way():
     g = graph()
     upward = sorted((m, d) for m, deps in g.items() for d in deps if against_the_layers(m, d))
-    assert upward == [], ("imports against the layers (common <- coord <- coord.metadata <- coord.groups; "
-                          "coord <- broker; cli on top): " + ", ".join(f"{m} -> {d}" for m, d in upward))
+    assert upward == [], (
+        "imports against the layers (common <- coord <- coord.metadata <- coord.groups; "
+        "coord <- broker; cli on top): " + ", ".join(f"{m} -> {d}" for m, d in upward)
+    )
 
 
 def test_the_layer_rules_catch_what_they_forbid():
@@ -127,8 +134,18 @@ def test_the_layer_rules_catch_what_they_forbid():
 
 
 def test_the_broker_is_one_package_beside_client_spark_and_coord():
-    for pkg in ("broker", "broker/handlers", "client", "coord", "coord/metadata", "coord/groups", "common", "spark",
-                "protocol", "cli"):
+    for pkg in (
+        "broker",
+        "broker/handlers",
+        "client",
+        "coord",
+        "coord/metadata",
+        "coord/groups",
+        "common",
+        "spark",
+        "protocol",
+        "cli",
+    ):
         assert (PKG / pkg / "__init__.py").exists(), pkg
     for module in ("controller", "metadata", "metadata_records", "metadata_quorum", "quorum", "control"):
         assert (PKG / "coord" / "metadata" / f"{module}.py").exists(), module
@@ -136,7 +153,12 @@ def test_the_broker_is_one_package_beside_client_spark_and_coord():
         assert (PKG / "coord" / "groups" / f"{module}.py").exists(), module
     # Directly in coord: only the peer wire that both halves use.
     assert sorted(p.stem for p in (PKG / "coord").glob("*.py")) == [
-        "__init__", "broker_channel", "framing", "peer_sasl", "peer_security"]
+        "__init__",
+        "broker_channel",
+        "framing",
+        "peer_sasl",
+        "peer_security",
+    ]
     for module in ("service", "embedded", "dispatch", "replica_manager", "partition"):
         assert (PKG / "broker" / f"{module}.py").exists(), module
     for module in ("config", "errors", "acl", "sasl", "sasl_scram"):
@@ -145,8 +167,21 @@ def test_the_broker_is_one_package_beside_client_spark_and_coord():
     for gone in ("server", "replica_manager", "partition", "config", "errors", "handlers"):
         assert not (PKG / f"{gone}.py").exists() and not (PKG / gone).is_dir(), gone
     # The command and its subcommands are in cli/, none at the top level.
-    for module in ("main", "args", "topic", "group", "cluster", "voter", "produce_consume", "mirror", "archive",
-                   "bench", "user", "acl", "quota"):
+    for module in (
+        "main",
+        "args",
+        "topic",
+        "group",
+        "cluster",
+        "voter",
+        "produce_consume",
+        "mirror",
+        "archive",
+        "bench",
+        "user",
+        "acl",
+        "quota",
+    ):
         assert (PKG / "cli" / f"{module}.py").exists(), module
     assert not (PKG / "cli.py").exists() and not (PKG / "cli_args.py").exists()
     assert sorted(p.name for p in PKG.glob("*_cli.py")) == []

@@ -9,7 +9,6 @@ every listener's port."""
 from __future__ import annotations
 
 import json
-
 import time
 import urllib.error
 import urllib.request
@@ -18,19 +17,27 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, KafkaError, Producer
 from confluent_kafka.admin import AdminClient
-
-import logbroker
 from conftest import rdkafka_values, wait_until
 from replication_helpers import FAST, full_isr
 from test_tls import Pki
 
-JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required '
-        'user_admin="admin-secret" user_alice="alice-secret";')
+import logbroker
+
+JAAS = (
+    "org.apache.kafka.common.security.plain.PlainLoginModule required "
+    'user_admin="admin-secret" user_alice="alice-secret";'
+)
 
 
 def sasl(bs: str, **extra) -> dict:
-    return {"bootstrap.servers": bs, "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
-            "sasl.username": "alice", "sasl.password": "alice-secret", **extra}
+    return {
+        "bootstrap.servers": bs,
+        "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanism": "PLAIN",
+        "sasl.username": "alice",
+        "sasl.password": "alice-secret",
+        **extra,
+    }
 
 
 def roundtrip(conf: dict, topic: str, n: int = 100) -> list[bytes]:
@@ -76,16 +83,23 @@ def test_one_broker_three_listeners(tmp_path: Path):
         # SASL is asked on EXTERNAL only: a wrong password fails there, PLAINTEXT needs none.
         errors: list = []
         p = Producer(sasl(external, **{"sasl.password": "wrong", "error_cb": errors.append}))
-        wait_until(lambda: p.poll(0.1) is not None and any(e.code() == KafkaError._AUTHENTICATION for e in errors),
-                   timeout=10, what="an authentication error on EXTERNAL")
+        wait_until(
+            lambda: p.poll(0.1) is not None and any(e.code() == KafkaError._AUTHENTICATION for e in errors),
+            timeout=10,
+            what="an authentication error on EXTERNAL",
+        )
         # The console runs beside the secured listeners and, as the broker has a SASL listener,
         # asks for a login: a user of EXTERNAL, whose requests then go to EXTERNAL as that user.
         with pytest.raises(urllib.error.HTTPError) as e:
             urllib.request.urlopen(b.console_url + "api/topics", timeout=10)
         e.value.close()
         assert e.value.code == 401
-        login = urllib.request.Request(b.console_url + "api/login", method="POST", headers={
-            "Content-Type": "application/json"}, data=json.dumps({"username": "alice", "password": "alice-secret"}).encode())
+        login = urllib.request.Request(
+            b.console_url + "api/login",
+            method="POST",
+            headers={"Content-Type": "application/json"},
+            data=json.dumps({"username": "alice", "password": "alice-secret"}).encode(),
+        )
         with urllib.request.urlopen(login, timeout=10) as r:
             cookie = r.headers["Set-Cookie"].split(";")[0]
         topics = urllib.request.Request(b.console_url + "api/topics", headers={"Cookie": cookie})
@@ -98,8 +112,11 @@ def test_one_broker_three_listeners(tmp_path: Path):
 
 
 def test_cluster_with_a_sasl_listener_for_clients(tmp_path: Path):
-    config = {**FAST, "offsets.topic.replication.factor": 3,
-              "listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS}
+    config = {
+        **FAST,
+        "offsets.topic.replication.factor": 3,
+        "listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS,
+    }
     with logbroker.Cluster(3, data_dir=tmp_path / "c", config=config, listeners=["SASL_PLAINTEXT"]) as cluster:
         bs = cluster.bootstrap("SASL_PLAINTEXT")
         ports = {int(a.rsplit(":", 1)[1]) for a in bs.split(",")}
@@ -132,13 +149,24 @@ def test_cluster_with_a_sasl_listener_for_clients(tmp_path: Path):
         assert sorted(got, key=int) == expected(400)
 
 
-@pytest.mark.parametrize("settings,message", [
-    ({"listeners": "A://127.0.0.1:0,B://127.0.0.1:0", "listener.security.protocol.map": "A:PLAINTEXT,B:SSL",
-      "inter.broker.listener.name": "C"}, "inter.broker.listener.name=C"),
-    ({"listeners": "A://127.0.0.1:0,A://127.0.0.1:0"}, "appears twice"),
-    ({"listeners": "A://127.0.0.1:0,B://127.0.0.1:0", "listener.security.protocol.map": "A:PLAINTEXT,B:SSL"},
-     "listener B"),  # SSL without a keystore
-])
+@pytest.mark.parametrize(
+    "settings,message",
+    [
+        (
+            {
+                "listeners": "A://127.0.0.1:0,B://127.0.0.1:0",
+                "listener.security.protocol.map": "A:PLAINTEXT,B:SSL",
+                "inter.broker.listener.name": "C",
+            },
+            "inter.broker.listener.name=C",
+        ),
+        ({"listeners": "A://127.0.0.1:0,A://127.0.0.1:0"}, "appears twice"),
+        (
+            {"listeners": "A://127.0.0.1:0,B://127.0.0.1:0", "listener.security.protocol.map": "A:PLAINTEXT,B:SSL"},
+            "listener B",
+        ),  # SSL without a keystore
+    ],
+)
 def test_bad_listener_settings_stop_the_start(tmp_path, settings, message):
     with pytest.raises(Exception) as e:
         with logbroker.Broker(data_dir=tmp_path / "d", config=settings):

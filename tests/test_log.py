@@ -12,8 +12,8 @@ import gzip
 import os
 import socket
 import struct
-from pathlib import Path
 import threading
+from pathlib import Path
 
 import pytest
 
@@ -143,17 +143,20 @@ def encode_batch(
         recs += zigzag(len(body), 32) + body
     payload = compress(codec, bytes(recs))
     pid, epoch, seq = producer
-    after_crc = struct.pack(
-        ">hiqqqhii",
-        CODEC_IDS[codec],
-        len(values) - 1,
-        base_ts,
-        base_ts + len(values) - 1,
-        pid,
-        epoch,
-        seq,
-        len(values),
-    ) + payload
+    after_crc = (
+        struct.pack(
+            ">hiqqqhii",
+            CODEC_IDS[codec],
+            len(values) - 1,
+            base_ts,
+            base_ts + len(values) - 1,
+            pid,
+            epoch,
+            seq,
+            len(values),
+        )
+        + payload
+    )
     crc = crc32c_py(after_crc)
     return struct.pack(">qiibI", 0, 4 + 1 + 4 + len(after_crc), -1, 2, crc) + after_crc
 
@@ -186,7 +189,9 @@ def decode(data: bytes) -> list[tuple[int, int, int, bytes | None]]:
     return out
 
 
-def read_all(log: Log, start: int | None = None, max_offset: int | None = None) -> list[tuple[int, int, int, bytes | None]]:
+def read_all(
+    log: Log, start: int | None = None, max_offset: int | None = None
+) -> list[tuple[int, int, int, bytes | None]]:
     out: list = []
     offset = log.log_start_offset if start is None else start
     while True:
@@ -369,8 +374,16 @@ def test_errors_map_to_exception_classes(log, log_dir):
         log.update_config({"retention.ms": "soon"})
     with pytest.raises(InvalidConfigError, match="unknown"):
         Log.open(log_dir + "x", "t", 0, {"segmnt.bytes": "1"}, None, 0)
-    for cls in (CorruptRecordError, InvalidRecordError, RecordTooLargeError, InvalidConfigError, OffsetOutOfRangeError,
-                OutOfOrderSequenceError, InvalidProducerEpochError, KafkaStorageError):
+    for cls in (
+        CorruptRecordError,
+        InvalidRecordError,
+        RecordTooLargeError,
+        InvalidConfigError,
+        OffsetOutOfRangeError,
+        OutOfOrderSequenceError,
+        InvalidProducerEpochError,
+        KafkaStorageError,
+    ):
         assert issubclass(cls, LogBrokerError)
 
 
@@ -545,8 +558,10 @@ def test_maybe_roll_by_segment_ms(log_dir):
 
 
 def test_roll_and_flush_passes_over_every_log_in_one_call(tmp_path):
-    logs = [Log.open(str(tmp_path / f"topic-{i}"), "topic", i, {**SMALL, "segment.ms": "1000", "flush.ms": "1000"},
-                     None, 0) for i in range(3)]
+    logs = [
+        Log.open(str(tmp_path / f"topic-{i}"), "topic", i, {**SMALL, "segment.ms": "1000", "flush.ms": "1000"}, None, 0)
+        for i in range(3)
+    ]
     for lg in logs:
         fill(lg, 1, now=5_000)
     logs[1].close()  # deleted meanwhile: its error comes back with its index, the others are done
@@ -597,7 +612,9 @@ def test_concurrent_appends_from_threads(log):
 
 
 def test_encode_batch_helper_round_trips(log):
-    batch = _core.encode_batch([(b"k", b"v", 0, [(b"h", b"x")]), (None, None, 3, [])], base_timestamp=77, compression="lz4")
+    batch = _core.encode_batch(
+        [(b"k", b"v", 0, [(b"h", b"x")]), (None, None, 3, [])], base_timestamp=77, compression="lz4"
+    )
     assert _core.validate_batches(batch) == [(0, 1, 2, -1, -1)]
     log.append_as_leader(batch, 0, 0)
     assert [(o, ts, v) for o, ts, _, v in read_all(log)] == [(0, 77, b"v"), (1, 80, None)]

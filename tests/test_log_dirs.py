@@ -13,7 +13,8 @@ import uuid
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition as CTP
+from confluent_kafka import Consumer, Producer
+from confluent_kafka import TopicPartition as CTP
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from logbroker import Broker
@@ -231,8 +232,9 @@ def test_refused_layouts(tmp_path):
     # a log directory of another broker
     foreign = tmp_path / "foreign"
     foreign.mkdir()
-    (foreign / "meta.properties").write_text("version=1\ncluster.id=AAAAAAAAAAAAAAAAAAAAAA\nnode.id=7\n"
-                                             "directory.id=BBBBBBBBBBBBBBBBBBBBBB\n")
+    (foreign / "meta.properties").write_text(
+        "version=1\ncluster.id=AAAAAAAAAAAAAAAAAAAAAA\nnode.id=7\ndirectory.id=BBBBBBBBBBBBBBBBBBBBBB\n"
+    )
     with pytest.raises(Exception, match="belongs to node.id 7"):
         start([*ds, foreign]).start()
 

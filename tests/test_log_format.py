@@ -14,14 +14,14 @@ import sys
 import time
 
 from confluent_kafka import Consumer, Producer
-
 from conftest import wait_until
+from rawclient import RawClient
+from replication_helpers import FAST, assign, full_isr, layout, produce_all
+
 from logbroker import Cluster, _core
 from logbroker.cluster import free_port
 from logbroker.log_format import DATAPATH_LINES, FETCHER_LINES, JsonFormatter, parse_fields
 from logbroker.protocol import REQUESTS, ErrorCode
-from rawclient import RawClient
-from replication_helpers import FAST, assign, full_isr, layout, produce_all
 
 TOPIC = "orders.v1-x"  # '.' and '-' in the name: its partition is what follows the last '-'
 
@@ -43,9 +43,25 @@ def test_json_formatter_fields():
 
 def test_serve_writes_json_lines(tmp_path):
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "logbroker", "serve", "--data-dir", str(tmp_path / "d"),
-                             "--listen", f"127.0.0.1:{port}", "--log-format", "json", "--node-id", "4"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "logbroker",
+            "serve",
+            "--data-dir",
+            str(tmp_path / "d"),
+            "--listen",
+            f"127.0.0.1:{port}",
+            "--log-format",
+            "json",
+            "--node-id",
+            "4",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert proc.stdout is not None
         assert "logbroker ready" in proc.stdout.readline()
@@ -67,17 +83,22 @@ def test_serve_writes_json_lines(tmp_path):
 def test_rust_lines_parsed_into_fields():
     """The replica fetchers' and the network thread's lines (rust/src/server/replica_fetcher.rs,
     produce.rs, fetch.rs) reach Python as text; the known shapes give their fields back."""
-    assert parse_fields(f"{TOPIC}-12: leader 2 answered error 6 at fetch offset 120 (leader epoch 3); backing off",
-                        FETCHER_LINES) == {"topic": TOPIC, "partition": 12, "peer": 2, "offset": 120}
-    assert parse_fields("7-0: fetch offset 5 is below leader 3's log start 9; restarting the log there",
-                        FETCHER_LINES) == {"topic": "7", "partition": 0, "peer": 3, "offset": 5}
+    assert parse_fields(
+        f"{TOPIC}-12: leader 2 answered error 6 at fetch offset 120 (leader epoch 3); backing off", FETCHER_LINES
+    ) == {"topic": TOPIC, "partition": 12, "peer": 2, "offset": 120}
+    assert parse_fields(
+        "7-0: fetch offset 5 is below leader 3's log start 9; restarting the log there", FETCHER_LINES
+    ) == {"topic": "7", "partition": 0, "peer": 3, "offset": 5}
     assert parse_fields("a-1: truncating to 5 failed: disk full", FETCHER_LINES) == {"topic": "a", "partition": 1}
-    assert parse_fields("fetching 4 partition(s) from broker 2 at 127.0.0.1:9092 failed: EOF; retrying every 100 ms",
-                        FETCHER_LINES) == {"peer": 2}
-    assert parse_fields(f"produce to {TOPIC}-3 from [::1]:5123 rejected (CORRUPT_MESSAGE): bad CRC",
-                        DATAPATH_LINES) == {"topic": TOPIC, "partition": 3, "peer": "[::1]:5123"}
-    assert parse_fields(f"fetch from 10.0.0.5:5123: fetch offset 9 of {TOPIC}-0 is outside [log start 0, LEO 3]",
-                        DATAPATH_LINES) == {"peer": "10.0.0.5:5123", "offset": 9, "topic": TOPIC, "partition": 0}
+    assert parse_fields(
+        "fetching 4 partition(s) from broker 2 at 127.0.0.1:9092 failed: EOF; retrying every 100 ms", FETCHER_LINES
+    ) == {"peer": 2}
+    assert parse_fields(
+        f"produce to {TOPIC}-3 from [::1]:5123 rejected (CORRUPT_MESSAGE): bad CRC", DATAPATH_LINES
+    ) == {"topic": TOPIC, "partition": 3, "peer": "[::1]:5123"}
+    assert parse_fields(
+        f"fetch from 10.0.0.5:5123: fetch offset 9 of {TOPIC}-0 is outside [log start 0, LEO 3]", DATAPATH_LINES
+    ) == {"peer": "10.0.0.5:5123", "offset": 9, "topic": TOPIC, "partition": 0}
     assert parse_fields("network loop poll failed: EINTR", DATAPATH_LINES) == {}
 
 
@@ -108,31 +129,94 @@ def test_broker_events_carry_topic_partition_offset_peer_group_and_transaction(t
     port, log_path = free_port(), tmp_path / "serve.log"
     with open(log_path, "wb") as err:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "logbroker", "serve", "--data-dir", str(tmp_path / "d"), "--node-id", "1",
-             "--listen", f"127.0.0.1:{port}", "--log-format", "json",
-             "--set", "offsets.topic.num.partitions=1", "--set", "transaction.state.log.num.partitions=1",
-             "--set", "transaction.abort.timed.out.transaction.cleanup.interval.ms=100"],
-            stdout=subprocess.PIPE, stderr=err, text=True)
+            [
+                sys.executable,
+                "-m",
+                "logbroker",
+                "serve",
+                "--data-dir",
+                str(tmp_path / "d"),
+                "--node-id",
+                "1",
+                "--listen",
+                f"127.0.0.1:{port}",
+                "--log-format",
+                "json",
+                "--set",
+                "offsets.topic.num.partitions=1",
+                "--set",
+                "transaction.state.log.num.partitions=1",
+                "--set",
+                "transaction.abort.timed.out.transaction.cleanup.interval.ms=100",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=err,
+            text=True,
+        )
     bootstrap = f"127.0.0.1:{port}"
     try:
         assert proc.stdout is not None and "logbroker ready" in proc.stdout.readline()
         with RawClient(bootstrap) as c:
             C = REQUESTS[19]
-            assert c.request(19, 5, C(topics=[C.CreatableTopic(name=TOPIC, num_partitions=1, replication_factor=1,
-                                                               assignments=[], configs=[])],
-                                      timeout_ms=10000, validate_only=False)).topics[0].error_code == 0
+            assert (
+                c.request(
+                    19,
+                    5,
+                    C(
+                        topics=[
+                            C.CreatableTopic(
+                                name=TOPIC, num_partitions=1, replication_factor=1, assignments=[], configs=[]
+                            )
+                        ],
+                        timeout_ms=10000,
+                        validate_only=False,
+                    ),
+                )
+                .topics[0]
+                .error_code
+                == 0
+            )
             client = "{}:{:d}".format(*c.sock.getsockname()[:2])
             P = REQUESTS[0]
             bad = bytearray(_core.encode_batch([(b"k", b"v", 0, [])], base_timestamp=1))
             bad[-1] ^= 0xFF  # covered by the CRC
-            r = c.request(0, 9, P(transactional_id=None, acks=1, timeout_ms=5000, topic_data=[P.TopicProduceData(
-                name=TOPIC, partition_data=[P.PartitionProduceData(index=0, records=bytes(bad))])]))
+            r = c.request(
+                0,
+                9,
+                P(
+                    transactional_id=None,
+                    acks=1,
+                    timeout_ms=5000,
+                    topic_data=[
+                        P.TopicProduceData(
+                            name=TOPIC, partition_data=[P.PartitionProduceData(index=0, records=bytes(bad))]
+                        )
+                    ],
+                ),
+            )
             assert r.responses[0].partition_responses[0].error_code == ErrorCode.CORRUPT_MESSAGE
             F = REQUESTS[1]
-            r = c.request(1, 11, F(replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=1 << 20, isolation_level=0,
-                                   session_id=0, session_epoch=-1, forgotten_topics_data=[], rack_id="",
-                                   topics=[F.FetchTopic(topic=TOPIC, partitions=[F.FetchPartition(
-                                       partition=0, fetch_offset=1000, partition_max_bytes=1 << 20)])]))
+            r = c.request(
+                1,
+                11,
+                F(
+                    replica_id=-1,
+                    max_wait_ms=0,
+                    min_bytes=1,
+                    max_bytes=1 << 20,
+                    isolation_level=0,
+                    session_id=0,
+                    session_epoch=-1,
+                    forgotten_topics_data=[],
+                    rack_id="",
+                    topics=[
+                        F.FetchTopic(
+                            topic=TOPIC,
+                            partitions=[F.FetchPartition(partition=0, fetch_offset=1000, partition_max_bytes=1 << 20)],
+                        )
+                    ],
+                ),
+            )
             assert r.responses[0].partitions[0].error_code == ErrorCode.OFFSET_OUT_OF_RANGE
 
         consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "billing.v2", "session.timeout.ms": 6000})
@@ -142,8 +226,14 @@ def test_broker_events_carry_topic_partition_offset_peer_group_and_transaction(t
         finally:
             consumer.close()
 
-        producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": "tx.1",
-                             "transaction.timeout.ms": 1000, "message.timeout.ms": 1000})
+        producer = Producer(
+            {
+                "bootstrap.servers": bootstrap,
+                "transactional.id": "tx.1",
+                "transaction.timeout.ms": 1000,
+                "message.timeout.ms": 1000,
+            }
+        )
         producer.init_transactions(30)
         producer.begin_transaction()
         producer.produce(TOPIC, b"open")
@@ -155,10 +245,15 @@ def test_broker_events_carry_topic_partition_offset_peer_group_and_transaction(t
     docs = json_docs(log_path.read_text())
     assert all(d["node"] == 1 for d in docs)
     one(docs, f"created topic {TOPIC} ", topic=TOPIC)
-    one(docs, f"produce to {TOPIC}-0 from {client} rejected (CORRUPT_MESSAGE)",
-        topic=TOPIC, partition=0, peer=client)
-    one(docs, f"fetch from {client}: fetch offset 1000 of {TOPIC}-0 is outside",
-        topic=TOPIC, partition=0, offset=1000, peer=client)
+    one(docs, f"produce to {TOPIC}-0 from {client} rejected (CORRUPT_MESSAGE)", topic=TOPIC, partition=0, peer=client)
+    one(
+        docs,
+        f"fetch from {client}: fetch offset 1000 of {TOPIC}-0 is outside",
+        topic=TOPIC,
+        partition=0,
+        offset=1000,
+        peer=client,
+    )
     one(docs, "group billing.v2: preparing to rebalance", group="billing.v2")
     one(docs, "group billing.v2: generation 1 with 1 member(s)", group="billing.v2")
     pid = one(docs, "transactional id 'tx.1': producer id", transactional_id="tx.1")["producer_id"]
@@ -182,15 +277,21 @@ def test_cluster_events_carry_topic_partition_and_peer(tmp_path):
         full_isr(cluster, TOPIC, 1)
         produce_all(cluster.bootstrap_servers, TOPIC, 20)
         cluster.node(follower).kill()
-        wait_until(lambda: follower not in brokers(cluster.node(controller))
-                   and layout(cluster.node(controller))[(TOPIC, 0)][3] == [leader], timeout=30,
-                   what="the follower fenced and out of the ISR")
+        wait_until(
+            lambda: (
+                follower not in brokers(cluster.node(controller))
+                and layout(cluster.node(controller))[(TOPIC, 0)][3] == [leader]
+            ),
+            timeout=30,
+            what="the follower fenced and out of the ISR",
+        )
         produce_all(cluster.bootstrap_servers, TOPIC, 20)  # what the follower lacks when it is back
         cluster.node(follower).start()
         full_isr(cluster, TOPIC, 1)
         cluster.node(leader).kill()
-        wait_until(lambda: layout(cluster.node(controller))[(TOPIC, 0)][0] == follower, timeout=30,
-                   what="the follower leads")
+        wait_until(
+            lambda: layout(cluster.node(controller))[(TOPIC, 0)][0] == follower, timeout=30, what="the follower leads"
+        )
     logs = {n.node_id: json_docs(n.log_text()) for n in cluster.nodes}
     assert all(d["node"] == i for i, docs in logs.items() for d in docs)
     # "orders.v1-x-0: asking the controller to change ISR [L, F] -> [L] (leader epoch 0, ...", then back
@@ -199,6 +300,8 @@ def test_cluster_events_carry_topic_partition_and_peer(tmp_path):
     one(logs[controller], f"-> [{leader}] (requested by leader {leader},", topic=TOPIC, partition=0, peer=leader)
     one(logs[controller], f"fenced broker(s) [{follower}] (no heartbeat", peer=follower)
     one(logs[controller], f"fenced broker(s) [{leader}] (no heartbeat", peer=leader)
-    following = [d for d in logs[follower] if d["message"].startswith(f"following 1 partition(s) from broker {leader} ")]
+    following = [
+        d for d in logs[follower] if d["message"].startswith(f"following 1 partition(s) from broker {leader} ")
+    ]
     assert len(following) == 2 and all(d["peer"] == leader for d in following), following  # before and after
     one(logs[follower], f"fetching 1 partition(s) from broker {leader} at", peer=leader)  # a Rust line, parsed

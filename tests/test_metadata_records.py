@@ -15,10 +15,10 @@ from logbroker.coord.metadata.metadata import MetadataImage
 from logbroker.coord.metadata.metadata_delta import MetadataDelta
 from logbroker.coord.metadata.metadata_records import (
     MetadataRecordError,
-    diff_records,
     apply,
     apply_record,
     decode_record,
+    diff_records,
     encode_record,
     load_snapshot,
     snapshot,
@@ -32,10 +32,17 @@ def new_image() -> MetadataImage:
 def view(image: MetadataImage) -> dict:
     return {
         "brokers": {n: (b.host, b.port, b.rack, b.epoch, b.fenced) for n, b in image.brokers.items()},
-        "topics": {t.name: (t.topic_id.hex, dict(t.configs), {p: (s.leader, s.leader_epoch, list(s.replicas), list(s.isr),
-                                                                     s.partition_epoch)
-                                                                 for p, s in t.partitions.items()})
-                   for t in image.topics.values()},
+        "topics": {
+            t.name: (
+                t.topic_id.hex,
+                dict(t.configs),
+                {
+                    p: (s.leader, s.leader_epoch, list(s.replicas), list(s.isr), s.partition_epoch)
+                    for p, s in t.partitions.items()
+                },
+            )
+            for t in image.topics.values()
+        },
         "next_producer_id": image.next_producer_id,
         "features": dict(image.features),
         "broker_configs": {b: dict(c) for b, c in image.broker_configs.items()},
@@ -53,9 +60,13 @@ class Model:
         self.broker_configs: dict[str, dict[str, str]] = {}
 
     def state(self) -> dict:
-        return {"brokers": copy.deepcopy(self.brokers), "topics": copy.deepcopy(self.topics),
-                "next_producer_id": self.next_producer_id, "features": dict(self.features),
-                "broker_configs": copy.deepcopy(self.broker_configs)}
+        return {
+            "brokers": copy.deepcopy(self.brokers),
+            "topics": copy.deepcopy(self.topics),
+            "next_producer_id": self.next_producer_id,
+            "features": dict(self.features),
+            "broker_configs": copy.deepcopy(self.broker_configs),
+        }
 
     def by_id(self, tid: str):
         return next((n for n, t in self.topics.items() if t[0] == tid), None)
@@ -92,8 +103,12 @@ class Model:
             leader = rec.get("leader", old[0])
             replicas = rec.get("replicas", old[2])
             isr = rec.get("isr", old[3])
-            if not replicas or len(set(replicas)) != len(replicas) or not set(isr) <= set(replicas) or (
-                    leader != -1 and leader not in isr):
+            if (
+                not replicas
+                or len(set(replicas)) != len(replicas)
+                or not set(isr) <= set(replicas)
+                or (leader != -1 and leader not in isr)
+            ):
                 return False
             if k == "Partition":
                 parts[p] = (leader, rec["leader_epoch"], list(replicas), list(isr), 0)
@@ -145,9 +160,25 @@ def random_record(rng: random.Random, model: Model) -> dict:
     names = list(model.topics) + [f"t{rng.randrange(6)}"]
     nodes = [1, 2, 3, 4]
     ids = rng.sample(nodes, rng.randint(0, 3))
-    k = rng.choice(["RegisterBroker", "FenceBroker", "UnregisterBroker", "Topic", "Topic", "Partition", "Partition",
-                    "PartitionChange", "PartitionChange", "Config", "RemoveTopic", "ProducerIds",
-                    "ProducerIdBlock", "FeatureLevel", "Config"])
+    k = rng.choice(
+        [
+            "RegisterBroker",
+            "FenceBroker",
+            "UnregisterBroker",
+            "Topic",
+            "Topic",
+            "Partition",
+            "Partition",
+            "PartitionChange",
+            "PartitionChange",
+            "Config",
+            "RemoveTopic",
+            "ProducerIds",
+            "ProducerIdBlock",
+            "FeatureLevel",
+            "Config",
+        ]
+    )
     n = rng.choice(nodes)
     epoch = model.brokers.get(n, (0, 0, 0, 0))[3] + rng.choice([-1, 0, 0, 1])
     if k == "RegisterBroker":
@@ -157,7 +188,9 @@ def random_record(rng: random.Random, model: Model) -> dict:
     if k == "UnregisterBroker":
         return dict(type=k, node_id=n, epoch=epoch)
     if k == "Topic":
-        return dict(type=k, name=rng.choice(names), topic_id=rng.choice(tids) if rng.random() < 0.2 else uuid.uuid4().hex)
+        return dict(
+            type=k, name=rng.choice(names), topic_id=rng.choice(tids) if rng.random() < 0.2 else uuid.uuid4().hex
+        )
     if k in ("Partition", "PartitionChange"):
         rec = dict(type=k, topic_id=rng.choice(tids), partition=rng.randrange(3))
         isr = ids[: rng.randint(0, len(ids))]
@@ -168,14 +201,27 @@ def random_record(rng: random.Random, model: Model) -> dict:
             rec.update({f: v for f, v in fields.items() if rng.random() < 0.6})
         return rec
     if k == "Config" and rng.random() < 0.3:
-        return dict(type=k, resource="broker", name=rng.choice(["", "1", "2", "b"]),
-                    key=rng.choice(["log.retention.ms", "min.insync.replicas"]), value=rng.choice([None, "1", "2"]))
+        return dict(
+            type=k,
+            resource="broker",
+            name=rng.choice(["", "1", "2", "b"]),
+            key=rng.choice(["log.retention.ms", "min.insync.replicas"]),
+            value=rng.choice([None, "1", "2"]),
+        )
     if k == "Config":
-        return dict(type=k, resource="topic", name=rng.choice(names), key=rng.choice(["retention.ms", "x"]),
-                    value=rng.choice([None, "1", "2"]))
+        return dict(
+            type=k,
+            resource="topic",
+            name=rng.choice(names),
+            key=rng.choice(["retention.ms", "x"]),
+            value=rng.choice([None, "1", "2"]),
+        )
     if k == "FeatureLevel":
-        return dict(type=k, name=rng.choice(["metadata.version", "group.version", ""]),
-                    level=rng.choice([0, 1, 2, 27, -1, 40000]))
+        return dict(
+            type=k,
+            name=rng.choice(["metadata.version", "group.version", ""]),
+            level=rng.choice([0, 1, 2, 27, -1, 40000]),
+        )
     if k == "RemoveTopic":
         return dict(type=k, topic_id=rng.choice(tids))
     if k == "ProducerIdBlock":
@@ -211,18 +257,29 @@ def test_records_against_the_model(seed):
 def test_leader_change_bumps_leader_epoch_and_every_change_the_partition_epoch():
     image = new_image()
     tid = uuid.uuid4().hex
-    for kind, fields in [("Topic", dict(name="t", topic_id=tid)),
-                         ("Partition", dict(topic_id=tid, partition=0, replicas=[1, 2, 3], isr=[1, 2, 3], leader=1,
-                                            leader_epoch=0)),
-                         ("PartitionChange", dict(topic_id=tid, partition=0, isr=[1, 2])),
-                         ("PartitionChange", dict(topic_id=tid, partition=0, leader=2))]:
+    for kind, fields in [
+        ("Topic", dict(name="t", topic_id=tid)),
+        ("Partition", dict(topic_id=tid, partition=0, replicas=[1, 2, 3], isr=[1, 2, 3], leader=1, leader_epoch=0)),
+        ("PartitionChange", dict(topic_id=tid, partition=0, isr=[1, 2])),
+        ("PartitionChange", dict(topic_id=tid, partition=0, leader=2)),
+    ]:
         apply(image, encode_record(kind, **fields))
     p = image.topics["t"].partitions[0]
     assert (p.leader, p.leader_epoch, p.isr, p.partition_epoch) == (2, 1, [1, 2], 2)
 
 
-@pytest.mark.parametrize("data", [b"", b"not json", b"[]", b'{"type":"Nope","v":1}', b'{"type":"Topic","v":2}',
-                                  b'{"type":"Topic","v":1}', "\u00ff".encode("latin-1")])
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"",
+        b"not json",
+        b"[]",
+        b'{"type":"Nope","v":1}',
+        b'{"type":"Topic","v":2}',
+        b'{"type":"Topic","v":1}',
+        "\u00ff".encode("latin-1"),
+    ],
+)
 def test_garbage_records_are_errors(data):
     image = new_image()
     with pytest.raises(MetadataRecordError):
@@ -252,8 +309,11 @@ def test_a_delta_never_changes_the_image_it_starts_from(seed):
         image = delta.image
         assert snapshot(before) == frozen, "applying an entry changed the image it started from"
         assert view(image) == model.state()
-        touched = {r.get("name") for r in entry} | {before.topic_ids.get(uuid.UUID(hex=r["topic_id"]))
-                                                   for r in entry if "topic_id" in r and len(r["topic_id"]) == 32}
+        touched = {r.get("name") for r in entry} | {
+            before.topic_ids.get(uuid.UUID(hex=r["topic_id"]))
+            for r in entry
+            if "topic_id" in r and len(r["topic_id"]) == 32
+        }
         for name, t in image.topics.items():
             if name not in touched and name in before.topics:
                 assert t is before.topics[name], f"topic {name} was copied though no record named it"
@@ -277,7 +337,7 @@ def test_diff_records_reproduce_the_new_image(seed):
             snapshots.append(copy.deepcopy(image))
     snapshots.append(copy.deepcopy(image))
     for a in snapshots:
-        for b in snapshots[snapshots.index(a):]:
+        for b in snapshots[snapshots.index(a) :]:
             target = copy.deepcopy(a)
             for data in diff_records(a, b):
                 apply(target, data)
@@ -301,8 +361,10 @@ def test_the_voter_directory_is_replaced_whole_and_one_endpoint_moves_alone():
     apply(image, encode_record("VoterEndpoint", node_id=1, host="h1b", port=9097, directory_id="dir1"))
     assert image.voters == {1: ["h1b", 9097, "dir1"], 4: ["h4b", 9096, "dir4"]}
     before = copy.deepcopy(image.voters)
-    for bad in [dict(node_id=7, host="x", port=1, directory_id=ZERO),  # not a voter
-                dict(node_id=4, host="x", port=1, directory_id="other")]:  # another directory
+    for bad in [
+        dict(node_id=7, host="x", port=1, directory_id=ZERO),  # not a voter
+        dict(node_id=4, host="x", port=1, directory_id="other"),
+    ]:  # another directory
         with pytest.raises(MetadataRecordError):
             apply(image, encode_record("VoterEndpoint", **bad))
     assert image.voters == before

@@ -12,11 +12,11 @@ from urllib.parse import urlparse
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
-from prometheus_client.parser import text_string_to_metric_families
-
 from conftest import wait_until
-from logbroker import Broker, Cluster
+from prometheus_client.parser import text_string_to_metric_families
 from replication_helpers import FAST, create, full_isr, layout
+
+from logbroker import Broker, Cluster
 
 
 def scrape(url: str) -> dict[str, list[tuple[dict[str, str], float]]]:
@@ -45,8 +45,9 @@ def test_metrics_count_what_clients_did(tmp_path):
         for _ in range(100):
             p.produce("m", value=b"v" * 100, partition=0)
         assert p.flush(10) == 0
-        c = Consumer({"bootstrap.servers": bs, "group.id": "mg", "enable.auto.commit": False,
-                      "auto.offset.reset": "earliest"})
+        c = Consumer(
+            {"bootstrap.servers": bs, "group.id": "mg", "enable.auto.commit": False, "auto.offset.reset": "earliest"}
+        )
         c.assign([TopicPartition("m", 0, 0)])
         got = 0
         deadline = time.monotonic() + 20
@@ -76,8 +77,13 @@ def test_metrics_count_what_clients_did(tmp_path):
             n = value(m, "kafka_network_requestmetrics_requestspersec_total", request=request)
             assert n >= 1, request
             assert value(m, "kafka_network_requestmetrics_totaltimems_count", request=request) == n
-            buckets = sorted(((float(ls["le"]), v) for ls, v in m["kafka_network_requestmetrics_totaltimems_bucket"]
-                              if ls["request"] == request))
+            buckets = sorted(
+                (
+                    (float(ls["le"]), v)
+                    for ls, v in m["kafka_network_requestmetrics_totaltimems_bucket"]
+                    if ls["request"] == request
+                )
+            )
             assert [v for _, v in buckets] == sorted(v for _, v in buckets) and buckets[-1] == (float("inf"), n)
         assert value(m, "kafka_server_replicamanager_underreplicatedpartitions") == 0
         assert value(m, "kafka_controller_kafkacontroller_activecontrollercount") == 1
@@ -108,10 +114,13 @@ def test_a_killed_broker_shows_in_the_cluster_metrics(tmp_path):
         controller = cluster.controller_id()
         victim = next(n for n in cluster.nodes if n.node_id != controller)
         survivors = [n for n in cluster.nodes if n is not victim]
-        led_by_victim = sum(1 for (t, _p), v in layout(cluster.nodes[0]).items() if t == "mr" and v[0] == victim.node_id)
+        led_by_victim = sum(
+            1 for (t, _p), v in layout(cluster.nodes[0]).items() if t == "mr" and v[0] == victim.node_id
+        )
         active = cluster.node(controller)
-        elections_before = value(scrape(active.metrics_url),
-                                 "kafka_controller_controllerstats_leaderelectionrateandtimems_total")
+        elections_before = value(
+            scrape(active.metrics_url), "kafka_controller_controllerstats_leaderelectionrateandtimems_total"
+        )
         victim.kill()
 
         def under_replicated():
@@ -123,8 +132,10 @@ def test_a_killed_broker_shows_in_the_cluster_metrics(tmp_path):
         wait_until(under_replicated, timeout=60, what="3 under-replicated partitions on the survivors")
         m = scrape(active.metrics_url)
         assert value(m, "kafka_controller_kafkacontroller_offlinepartitionscount") == 0
-        assert value(m, "kafka_controller_controllerstats_leaderelectionrateandtimems_total") >= \
-            elections_before + led_by_victim
+        assert (
+            value(m, "kafka_controller_controllerstats_leaderelectionrateandtimems_total")
+            >= elections_before + led_by_victim
+        )
         for n in survivors:
             if n is not active:
                 assert value(scrape(n.metrics_url), "kafka_controller_kafkacontroller_activecontrollercount") == 0
@@ -134,7 +145,9 @@ def test_a_killed_broker_shows_in_the_cluster_metrics(tmp_path):
 
         def healed():
             ms = [scrape(n.metrics_url) for n in cluster.nodes]
-            return (sum(value(m, "kafka_server_replicamanager_underreplicatedpartitions") for m in ms) == 0
-                    and sum(value(m, "kafka_server_replicamanager_isrexpandspersec_total") for m in ms) >= 3)
+            return (
+                sum(value(m, "kafka_server_replicamanager_underreplicatedpartitions") for m in ms) == 0
+                and sum(value(m, "kafka_server_replicamanager_isrexpandspersec_total") for m in ms) >= 3
+            )
 
         wait_until(healed, timeout=60, what="no under-replicated partition after the restart")

@@ -17,13 +17,31 @@ from logbroker import Broker
 
 
 def mirror(src: str, dst: str, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "logbroker", "mirror", "--from", src, "--to", dst, "--once",
-                           "--idle-timeout", "2", *args], capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "logbroker",
+            "mirror",
+            "--from",
+            src,
+            "--to",
+            dst,
+            "--once",
+            "--idle-timeout",
+            "2",
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def read_all(bs: str, topic: str, partitions: int, isolation: str = "read_uncommitted") -> dict[int, list]:
-    c = Consumer({"bootstrap.servers": bs, "group.id": "reader", "isolation.level": isolation,
-                  "enable.auto.commit": False})
+    c = Consumer(
+        {"bootstrap.servers": bs, "group.id": "reader", "isolation.level": isolation, "enable.auto.commit": False}
+    )
     c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
     out: dict[int, list] = {p: [] for p in range(partitions)}
     last = time.monotonic()
@@ -53,8 +71,14 @@ def test_mirror_copies_resumes_and_translates_group_offsets(two):
         admin.create_topics([NewTopic(name, n, 1)])[name].result(10)
     p = Producer({"bootstrap.servers": src})
     for i in range(30):
-        p.produce("m1", key=b"k%d" % i, value=b"v%d" % i, partition=i % 3, headers=[("n", b"%d" % i)],
-                  timestamp=1_700_000_000_000 + i)
+        p.produce(
+            "m1",
+            key=b"k%d" % i,
+            value=b"v%d" % i,
+            partition=i % 3,
+            headers=[("n", b"%d" % i)],
+            timestamp=1_700_000_000_000 + i,
+        )
         p.produce("skip", value=b"no")
     assert p.flush(10) == 0
     t = Producer({"bootstrap.servers": src, "transactional.id": "mt"})
@@ -71,8 +95,10 @@ def test_mirror_copies_resumes_and_translates_group_offsets(two):
     t.commit_transaction(10)
     # a source consumer group that read part of m1 and m2
     app = Consumer({"bootstrap.servers": src, "group.id": "app", "enable.auto.commit": False})
-    app.commit(offsets=[TopicPartition("m1", 0, 4), TopicPartition("m1", 1, 10), TopicPartition("m2", 0, 4)],
-               asynchronous=False)
+    app.commit(
+        offsets=[TopicPartition("m1", 0, 4), TopicPartition("m1", 1, 10), TopicPartition("m2", 0, 4)],
+        asynchronous=False,
+    )
     app.close()
 
     r = mirror(src, dst, "--topics", "m.*", "--sync-group-offsets", "app")

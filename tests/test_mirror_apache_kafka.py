@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-
 from conftest import needs_java
-from logbroker import Broker
 from test_mirror import mirror, read_all, strip
+
+from logbroker import Broker
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -50,8 +50,14 @@ def fill_source(src: str, prefix: str) -> None:
         admin.create_topics([NewTopic(name, n, 1)])[name].result(30)
     p = Producer({"bootstrap.servers": src})
     for i in range(30):
-        p.produce(f"{prefix}-m1", key=b"k%d" % i, value=b"v%d" % i, partition=i % 3, headers=[("n", b"%d" % i)],
-                  timestamp=NOW_MS + i)
+        p.produce(
+            f"{prefix}-m1",
+            key=b"k%d" % i,
+            value=b"v%d" % i,
+            partition=i % 3,
+            headers=[("n", b"%d" % i)],
+            timestamp=NOW_MS + i,
+        )
     assert p.flush(30) == 0
     t = Producer({"bootstrap.servers": src, "transactional.id": f"{prefix}-txn"})
     t.init_transactions(30)
@@ -61,8 +67,11 @@ def fill_source(src: str, prefix: str) -> None:
         t.flush(30)
         t.commit_transaction(30) if commit else t.abort_transaction(30)
     app = Consumer({"bootstrap.servers": src, "group.id": f"{prefix}-app", "enable.auto.commit": False})
-    offsets = [TopicPartition(f"{prefix}-m1", 0, 4), TopicPartition(f"{prefix}-m1", 1, 10),
-               TopicPartition(f"{prefix}-m2", 0, 4)]
+    offsets = [
+        TopicPartition(f"{prefix}-m1", 0, 4),
+        TopicPartition(f"{prefix}-m1", 1, 10),
+        TopicPartition(f"{prefix}-m2", 0, 4),
+    ]
     for _attempt in range(10):
         # A new group's first commit can meet a coordinator still loading (NOT_COORDINATOR on
         # Kafka 4.4 here too): librdkafka leaves the retry to the application.
@@ -70,8 +79,10 @@ def fill_source(src: str, prefix: str) -> None:
             app.commit(offsets=offsets, asynchronous=False)
             break
         except KafkaException as e:
-            if not e.args[0].retriable() and e.args[0].code() not in (KafkaError.NOT_COORDINATOR,
-                                                                          KafkaError.COORDINATOR_LOAD_IN_PROGRESS):
+            if not e.args[0].retriable() and e.args[0].code() not in (
+                KafkaError.NOT_COORDINATOR,
+                KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+            ):
                 raise
             time.sleep(0.5)
     app.close()

@@ -73,8 +73,16 @@ def produce_frame(topic: str, partition: int, value_size: int, correlation_id: i
     """A whole Produce v9 request frame (size prefix included) with one batch of 10 records."""
     batch = _core.encode_batch([(None, b"x" * (value_size // 10), i, []) for i in range(10)], base_timestamp=1)
     Produce = REQUESTS[0]
-    req = Produce(transactional_id=None, acks=1, timeout_ms=30000, topic_data=[Produce.TopicProduceData(
-        name=topic, partition_data=[Produce.PartitionProduceData(index=partition, records=batch)])])
+    req = Produce(
+        transactional_id=None,
+        acks=1,
+        timeout_ms=30000,
+        topic_data=[
+            Produce.TopicProduceData(
+                name=topic, partition_data=[Produce.PartitionProduceData(index=partition, records=batch)]
+            )
+        ],
+    )
     return b"".join(bytes(c) for c in encode_request(0, 9, correlation_id, "mem-test", req))
 
 
@@ -124,14 +132,23 @@ def test_a_long_burst_of_pipelined_requests_is_served(tmp_path):
         batch = _core.encode_batch([(None, b"v", 0, [])], base_timestamp=1)
 
         def frame(acks: int, cid: int) -> bytes:
-            req = Produce(transactional_id=None, acks=acks, timeout_ms=30000, topic_data=[Produce.TopicProduceData(
-                name="burst", partition_data=[Produce.PartitionProduceData(index=0, records=batch)])])
+            req = Produce(
+                transactional_id=None,
+                acks=acks,
+                timeout_ms=30000,
+                topic_data=[
+                    Produce.TopicProduceData(
+                        name="burst", partition_data=[Produce.PartitionProduceData(index=0, records=batch)]
+                    )
+                ],
+            )
             return b"".join(bytes(c) for c in encode_request(0, 9, cid, "burst", req))
 
         with socket.create_connection(("127.0.0.1", b.port)) as s:
             s.sendall(b"".join(frame(0, i) for i in range(20_000)))
             burst = b"".join(frame(1, 100_000 + i) for i in range(2_000))
             import threading
+
             sender = threading.Thread(target=s.sendall, args=(burst,))
             sender.start()
             s.settimeout(30)

@@ -14,41 +14,68 @@ import time
 
 import pytest
 from confluent_kafka import Consumer, Producer
-from confluent_kafka.admin import AclBinding, AclOperation, AclPermissionType, AdminClient, NewTopic
-from confluent_kafka.admin import ResourcePatternType, ResourceType
-
-import logbroker
-from conftest import needs_java, wait_until
-from logbroker.client.connection import BrokerConnection
-from logbroker.common.acl import STANDARD_AUTHORIZER
-from logbroker.protocol import REQUESTS, ErrorCode
+from confluent_kafka.admin import (
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    AdminClient,
+    NewTopic,
+    ResourcePatternType,
+    ResourceType,
+)
+from conftest import needs_java
 from oidc_provider import OidcProvider, SigningKey, b64url
 from replication_helpers import FAST
 
-PLAIN = ('org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" '
-         'password="admin-secret" user_admin="admin-secret";')
+import logbroker
+from logbroker.client.connection import BrokerConnection
+from logbroker.common.acl import STANDARD_AUTHORIZER
+from logbroker.protocol import REQUESTS, ErrorCode
+
+PLAIN = (
+    'org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" '
+    'password="admin-secret" user_admin="admin-secret";'
+)
 
 
 def broker_config(idp: OidcProvider | None, **extra) -> dict[str, str]:
-    config = {"listener.name.sasl_plaintext.plain.sasl.jaas.config": PLAIN,
-              "sasl.enabled.mechanisms": "PLAIN,OAUTHBEARER", **extra}
+    config = {
+        "listener.name.sasl_plaintext.plain.sasl.jaas.config": PLAIN,
+        "sasl.enabled.mechanisms": "PLAIN,OAUTHBEARER",
+        **extra,
+    }
     if idp is not None:
-        config.update({"sasl.oauthbearer.jwks.endpoint.url": idp.jwks_url,
-                       "sasl.oauthbearer.expected.audience": "kafka,other",
-                       "sasl.oauthbearer.expected.issuer": idp.issuer})
+        config.update(
+            {
+                "sasl.oauthbearer.jwks.endpoint.url": idp.jwks_url,
+                "sasl.oauthbearer.expected.audience": "kafka,other",
+                "sasl.oauthbearer.expected.issuer": idp.issuer,
+            }
+        )
     return config
 
 
 def oidc(idp: OidcProvider, client_id: str = "app", secret: str = "app-secret") -> dict[str, str]:
     """librdkafka's (and our client's) OIDC settings."""
-    return {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "OAUTHBEARER", "sasl.oauthbearer.method": "oidc",
-            "sasl.oauthbearer.client.id": client_id, "sasl.oauthbearer.client.secret": secret,
-            "sasl.oauthbearer.token.endpoint.url": idp.token_url, "sasl.oauthbearer.scope": "kafka"}
+    return {
+        "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanism": "OAUTHBEARER",
+        "sasl.oauthbearer.method": "oidc",
+        "sasl.oauthbearer.client.id": client_id,
+        "sasl.oauthbearer.client.secret": secret,
+        "sasl.oauthbearer.token.endpoint.url": idp.token_url,
+        "sasl.oauthbearer.scope": "kafka",
+    }
 
 
 def admin_conf(bs: str) -> dict[str, str]:
-    return {"bootstrap.servers": bs, "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
-            "sasl.username": "admin", "sasl.password": "admin-secret"}
+    return {
+        "bootstrap.servers": bs,
+        "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanism": "PLAIN",
+        "sasl.username": "admin",
+        "sasl.password": "admin-secret",
+    }
 
 
 def authenticate(b: logbroker.Broker, token: str, authzid: str = "") -> tuple[int, str | bytes, int]:
@@ -85,9 +112,14 @@ def roundtrip(conf: dict, topic: str, n: int = 50) -> list[bytes]:
 
 
 def test_jwks_validation_and_every_refusal(tmp_path):
-    with OidcProvider({"app": "app-secret"}) as idp, \
-            logbroker.Broker(data_dir=tmp_path / "d", listener="SASL_PLAINTEXT",
-                             config=broker_config(idp, **{"sasl.oauthbearer.clock.skew.seconds": "5"})) as b:
+    with (
+        OidcProvider({"app": "app-secret"}) as idp,
+        logbroker.Broker(
+            data_dir=tmp_path / "d",
+            listener="SASL_PLAINTEXT",
+            config=broker_config(idp, **{"sasl.oauthbearer.clock.skew.seconds": "5"}),
+        ) as b,
+    ):
         code, reply, lifetime = authenticate(b, idp.token("alice"))
         assert code == 0 and 3_590_000 < lifetime <= 3_600_000  # the session ends with the token
         assert authenticate(b, idp.token("alice", aud=["other", "x"]))[0] == 0
@@ -106,8 +138,11 @@ def test_jwks_validation_and_every_refusal(tmp_path):
             "wrong issuer": idp.token("alice", iss="https://evil.test"),
             "forged": idp.token("alice", key=stranger),
             "unknown key id": idp.token("alice", key=SigningKey("key-99")),
-            "changed claims": idp.token("alice").rsplit(".", 2)[0] + "." + b64url(json.dumps(
-                idp.claims("admin")).encode()) + "." + idp.token("alice").rsplit(".", 1)[1],
+            "changed claims": idp.token("alice").rsplit(".", 2)[0]
+            + "."
+            + b64url(json.dumps(idp.claims("admin")).encode())
+            + "."
+            + idp.token("alice").rsplit(".", 1)[1],
             "alg none": b64url(b'{"alg":"none"}') + "." + b64url(json.dumps(idp.claims("alice")).encode()) + ".",
             "HS256": idp.token("alice", header={"alg": "HS256"}),
             "not a JWT": "abc",
@@ -156,43 +191,67 @@ def test_jwks_from_a_file_and_bad_settings(tmp_path):
         config = {**broker_config(None), "sasl.oauthbearer.jwks.endpoint.url": url}
         with logbroker.Broker(data_dir=tmp_path / "d", listener="SASL_PLAINTEXT", config=config) as b:
             assert authenticate(b, idp.token("alice"))[0] == 0
-            assert authenticate(b, idp.token("alice", key=SigningKey("key-1")))[0] == ErrorCode.SASL_AUTHENTICATION_FAILED
+            assert (
+                authenticate(b, idp.token("alice", key=SigningKey("key-1")))[0] == ErrorCode.SASL_AUTHENTICATION_FAILED
+            )
     for settings, message in [
         ({"sasl.oauthbearer.jwks.endpoint.url": (tmp_path / "missing.json").as_uri()}, "cannot read the JWKS"),
         ({"sasl.oauthbearer.jwks.endpoint.url": "ftp://x/jwks"}, r"file:// path or an http\(s\):// URL"),
-        ({"listener.name.sasl_plaintext.oauthbearer.sasl.server.callback.handler.class":
-          "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler"},
-         "set sasl.oauthbearer.jwks.endpoint.url"),
-        ({"listener.name.sasl_plaintext.oauthbearer.sasl.server.callback.handler.class": "com.example.Mine"},
-         "OAUTHBEARER validators served"),
+        (
+            {
+                "listener.name.sasl_plaintext.oauthbearer.sasl.server.callback.handler.class": "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler"
+            },
+            "set sasl.oauthbearer.jwks.endpoint.url",
+        ),
+        (
+            {"listener.name.sasl_plaintext.oauthbearer.sasl.server.callback.handler.class": "com.example.Mine"},
+            "OAUTHBEARER validators served",
+        ),
         ({"sasl.oauthbearer.clock.skew.seconds": "-1"}, "sasl.oauthbearer.clock.skew.seconds"),
     ]:
         with pytest.raises(Exception, match=message):
-            logbroker.Broker(data_dir=tmp_path / "bad", listener="SASL_PLAINTEXT",
-                             config={**broker_config(None), **settings}).start()
+            logbroker.Broker(
+                data_dir=tmp_path / "bad", listener="SASL_PLAINTEXT", config={**broker_config(None), **settings}
+            ).start()
 
 
 def test_unsecured_tokens_and_principals_under_acls(tmp_path):
     """Kafka's default validator (no JWKS URL): alg "none" tokens, as librdkafka's
     sasl.oauthbearer.config and our client build them; a required scope; and the principal
     (User:<sub>) is what the ACLs see."""
-    jaas = ('org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required '
-            'unsecuredValidatorRequiredScope="kafka";')
-    config = broker_config(None, **{"listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config": jaas,
-                                    "authorizer.class.name": STANDARD_AUTHORIZER, "super.users": "User:admin"})
+    jaas = (
+        "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required "
+        'unsecuredValidatorRequiredScope="kafka";'
+    )
+    config = broker_config(
+        None,
+        **{
+            "listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config": jaas,
+            "authorizer.class.name": STANDARD_AUTHORIZER,
+            "super.users": "User:admin",
+        },
+    )
     with logbroker.Broker(data_dir=tmp_path / "d", listener="SASL_PLAINTEXT", config=config) as b:
         bs = b.bootstrap_servers
         admin = AdminClient(admin_conf(bs))
         for f in admin.create_topics([NewTopic("alices", 1, 1), NewTopic("secret", 1, 1)]).values():
             f.result(30)
-        bindings = [AclBinding(rt, name, ResourcePatternType.LITERAL, "User:alice", "*", op, AclPermissionType.ALLOW)
-                    for rt, name, op in [(ResourceType.TOPIC, "alices", AclOperation.ALL),
-                                         (ResourceType.GROUP, "*", AclOperation.ALL)]]
+        bindings = [
+            AclBinding(rt, name, ResourcePatternType.LITERAL, "User:alice", "*", op, AclPermissionType.ALLOW)
+            for rt, name, op in [
+                (ResourceType.TOPIC, "alices", AclOperation.ALL),
+                (ResourceType.GROUP, "*", AclOperation.ALL),
+            ]
+        ]
         for f in admin.create_acls(bindings).values():
             f.result(30)
-        unsecured = {"bootstrap.servers": bs, "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "OAUTHBEARER",
-                     "sasl.oauthbearer.config": "principal=alice scope=kafka,other",
-                     "enable.sasl.oauthbearer.unsecure.jwt": True}
+        unsecured = {
+            "bootstrap.servers": bs,
+            "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": "OAUTHBEARER",
+            "sasl.oauthbearer.config": "principal=alice scope=kafka,other",
+            "enable.sasl.oauthbearer.unsecure.jwt": True,
+        }
         assert len(roundtrip(unsecured, "alices")) == 50
         p = Producer({**unsecured, "message.timeout.ms": 5000})
         errors: list = []
@@ -231,7 +290,8 @@ def test_reauthentication_when_the_token_expires(tmp_path):
                 i = 0
                 while time.monotonic() < deadline:
                     producer.send("ticks", b"ours-%d" % i).add_done_callback(
-                        lambda f: f.exception() and failures.append(f.exception()))
+                        lambda f: f.exception() and failures.append(f.exception())
+                    )
                     rd.produce("ticks", b"rd-%d" % i, on_delivery=lambda e, m: e and failures.append(e))
                     rd.poll(0)
                     i += 1
@@ -252,16 +312,24 @@ def test_three_nodes_with_java_librdkafka_and_ours(tmp_path):
 
     tools = install()
     with OidcProvider({"app": "app-secret", "java-app": "java-secret", "nobody": "nobody-secret"}) as idp:
-        config = {**FAST, **broker_config(idp), "offsets.topic.replication.factor": 3,
-                  "authorizer.class.name": STANDARD_AUTHORIZER, "super.users": "User:admin;User:ANONYMOUS"}
+        config = {
+            **FAST,
+            **broker_config(idp),
+            "offsets.topic.replication.factor": 3,
+            "authorizer.class.name": STANDARD_AUTHORIZER,
+            "super.users": "User:admin;User:ANONYMOUS",
+        }
         with logbroker.Cluster(3, data_dir=tmp_path / "c", config=config, listeners=["SASL_PLAINTEXT"]) as cluster:
             bs = cluster.bootstrap("SASL_PLAINTEXT")
             admin = AdminClient(admin_conf(bs))
             admin.create_topics([NewTopic("events", 3, 3)])["events"].result(30)
-            bindings = [AclBinding(rt, name, ResourcePatternType.LITERAL, f"User:{who}", "*", AclOperation.ALL,
-                                   AclPermissionType.ALLOW)
-                        for who in ("app", "java-app") for rt, name in [(ResourceType.TOPIC, "events"),
-                                                                        (ResourceType.GROUP, "*")]]
+            bindings = [
+                AclBinding(
+                    rt, name, ResourcePatternType.LITERAL, f"User:{who}", "*", AclOperation.ALL, AclPermissionType.ALLOW
+                )
+                for who in ("app", "java-app")
+                for rt, name in [(ResourceType.TOPIC, "events"), (ResourceType.GROUP, "*")]
+            ]
             for f in admin.create_acls(bindings).values():
                 f.result(30)
 
@@ -292,17 +360,33 @@ def test_three_nodes_with_java_librdkafka_and_ours(tmp_path):
                 "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler\n"
                 f"sasl.oauthbearer.token.endpoint.url={idp.token_url}\n"
                 "sasl.jaas.config=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required "
-                'clientId="java-app" clientSecret="java-secret" scope="kafka";\n')
+                'clientId="java-app" clientSecret="java-secret" scope="kafka";\n'
+            )
             allow = f"-Dorg.apache.kafka.sasl.oauthbearer.allowed.urls={idp.token_url}"
             lines = [f"java-{i}" for i in range(50)]
-            cmd = tools.tools_java("org.apache.kafka.tools.ConsoleProducer", [
-                "--bootstrap-server", bs, "--topic", "events", "--command-config", str(props)])
+            cmd = tools.tools_java(
+                "org.apache.kafka.tools.ConsoleProducer",
+                ["--bootstrap-server", bs, "--topic", "events", "--command-config", str(props)],
+            )
             cmd.insert(1, allow)
             r = subprocess.run(cmd, input="".join(x + "\n" for x in lines).encode(), capture_output=True, timeout=180)
             assert r.returncode == 0, r.stderr.decode()[-3000:]
-            cmd = tools.tools_java("org.apache.kafka.tools.consumer.ConsoleConsumer", [
-                "--bootstrap-server", bs, "--topic", "events", "--from-beginning", "--max-messages", "170",
-                "--timeout-ms", "60000", "--command-config", str(props)])
+            cmd = tools.tools_java(
+                "org.apache.kafka.tools.consumer.ConsoleConsumer",
+                [
+                    "--bootstrap-server",
+                    bs,
+                    "--topic",
+                    "events",
+                    "--from-beginning",
+                    "--max-messages",
+                    "170",
+                    "--timeout-ms",
+                    "60000",
+                    "--command-config",
+                    str(props),
+                ],
+            )
             cmd.insert(1, allow)
             r = subprocess.run(cmd, capture_output=True, timeout=180)
             assert r.returncode == 0, r.stderr.decode()[-3000:]

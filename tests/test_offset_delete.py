@@ -16,12 +16,12 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, TopicPartition
+from conftest import needs_java, wait_until
+from rawclient import RawClient
 
 import logbroker
-from conftest import needs_java, wait_until
 from logbroker.client.errors import BrokerResponseError
 from logbroker.protocol import REQUESTS, ErrorCode
-from rawclient import RawClient
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -29,10 +29,15 @@ OffsetDelete, JoinGroup, ApiVersions = REQUESTS[47], REQUESTS[11], REQUESTS[18]
 
 
 def delete_request(group: str, parts: dict[str, list[int]]):
-    return OffsetDelete(group_id=group, topics=[
-        OffsetDelete.OffsetDeleteRequestTopic(name=t, partitions=[
-            OffsetDelete.OffsetDeleteRequestPartition(partition_index=p) for p in ps])
-        for t, ps in parts.items()])
+    return OffsetDelete(
+        group_id=group,
+        topics=[
+            OffsetDelete.OffsetDeleteRequestTopic(
+                name=t, partitions=[OffsetDelete.OffsetDeleteRequestPartition(partition_index=p) for p in ps]
+            )
+            for t, ps in parts.items()
+        ],
+    )
 
 
 def delete_offsets(bs: str, group: str, parts: dict[str, list[int]]) -> tuple[int, dict[tuple[str, int], int]]:
@@ -81,8 +86,13 @@ def test_offsets_of_an_empty_group_are_deleted_and_errors(broker):
     commit(bs, "od-g", {("od-a", 0): 3, ("od-a", 1): 4, ("od-a", 2): 5, ("od-b", 0): 6})
     code, res = delete_offsets(bs, "od-g", {"od-a": [0, 2, 7], "od-b": [0], "od-none": [0]})
     assert code == ErrorCode.NONE
-    assert res == {("od-a", 0): 0, ("od-a", 2): 0, ("od-a", 7): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                   ("od-b", 0): 0, ("od-none", 0): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
+    assert res == {
+        ("od-a", 0): 0,
+        ("od-a", 2): 0,
+        ("od-a", 7): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+        ("od-b", 0): 0,
+        ("od-none", 0): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+    }
     assert committed(bs, "od-g") == {("od-a", 1): 4}
     # a partition without a committed offset: NONE, nothing to delete
     assert delete_offsets(bs, "od-g", {"od-a": [0]}) == (ErrorCode.NONE, {("od-a", 0): 0})
@@ -106,16 +116,21 @@ def test_a_group_subscribed_to_the_topic_keeps_its_offsets(broker):
         try:
             c.commit(offsets=[TopicPartition("od-sub", 0, 2), TopicPartition("od-other", 0, 9)], asynchronous=False)
             code, res = delete_offsets(bs, group, {"od-sub": [0], "od-other": [0]})
-            assert (code, res) == (ErrorCode.NONE, {("od-sub", 0): ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC,
-                                                    ("od-other", 0): ErrorCode.NONE}), group
+            assert (code, res) == (
+                ErrorCode.NONE,
+                {("od-sub", 0): ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC, ("od-other", 0): ErrorCode.NONE},
+            ), group
             assert committed(bs, group) == {("od-sub", 0): 2}, group
             with logbroker.Admin(bs) as a, pytest.raises(BrokerResponseError, match="GROUP_SUBSCRIBED_TO_TOPIC"):
                 a.delete_group_offsets(group, [("od-sub", 0)])
         finally:
             c.close()
         # the member left: the group is empty and no longer subscribed
-        wait_until(lambda group=group: delete_offsets(bs, group, {"od-sub": [0]}) == (ErrorCode.NONE, {("od-sub", 0): 0}),
-                   timeout=20, what=f"{group} deletes once empty")
+        wait_until(
+            lambda group=group: delete_offsets(bs, group, {"od-sub": [0]}) == (ErrorCode.NONE, {("od-sub", 0): 0}),
+            timeout=20,
+            what=f"{group} deletes once empty",
+        )
         assert committed(bs, group) == {}
 
 
@@ -124,8 +139,14 @@ def test_a_classic_group_not_of_the_consumer_protocol_must_be_empty(broker):
     with logbroker.Admin(bs) as a:
         a.create_topics(["od-conn"])
     commit(bs, "od-connect", {("od-conn", 0): 1})
-    join = JoinGroup(group_id="od-connect", session_timeout_ms=30000, rebalance_timeout_ms=30000, member_id="",
-                     protocol_type="connect", protocols=[JoinGroup.JoinGroupRequestProtocol(name="v0", metadata=b"x")])
+    join = JoinGroup(
+        group_id="od-connect",
+        session_timeout_ms=30000,
+        rebalance_timeout_ms=30000,
+        member_id="",
+        protocol_type="connect",
+        protocols=[JoinGroup.JoinGroupRequestProtocol(name="v0", metadata=b"x")],
+    )
     with RawClient(bs) as c:
         r = c.request(11, 5, join)
         assert r.error_code == ErrorCode.MEMBER_ID_REQUIRED
@@ -155,7 +176,6 @@ def test_deleted_offsets_stay_deleted_after_a_restart(tmp_path):
 
 def test_acls_delete_on_the_group_and_read_on_the_topics(tmp_path):
     from confluent_kafka.admin import AclOperation, ResourceType
-
     from test_authorization import Session, acl, acl_broker, create_topics, grant, rd
 
     with acl_broker(tmp_path) as b:
@@ -169,12 +189,17 @@ def test_acls_delete_on_the_group_and_read_on_the_topics(tmp_path):
             req = delete_request("od-acl", {"od-ok": [0], "od-hidden": [0]})
             r = alice(47, 0, group_id=req.group_id, topics=req.topics)
             assert (r.error_code, r.topics) == (ErrorCode.GROUP_AUTHORIZATION_FAILED, [])
-            grant(bs, acl(ResourceType.GROUP, "od-acl", AclOperation.DELETE),
-                  acl(ResourceType.TOPIC, "od-ok", AclOperation.READ))
+            grant(
+                bs,
+                acl(ResourceType.GROUP, "od-acl", AclOperation.DELETE),
+                acl(ResourceType.TOPIC, "od-ok", AclOperation.READ),
+            )
             r = alice(47, 0, group_id=req.group_id, topics=req.topics)
             assert r.error_code == 0
             assert {(t.name, p.error_code) for t in r.topics for p in t.partitions} == {
-                ("od-ok", 0), ("od-hidden", ErrorCode.TOPIC_AUTHORIZATION_FAILED)}
+                ("od-ok", 0),
+                ("od-hidden", ErrorCode.TOPIC_AUTHORIZATION_FAILED),
+            }
         finally:
             alice.close()
 
@@ -191,8 +216,9 @@ def kafka_tools():
 
 def consumer_groups_tool(tools, bs: str, *args: str) -> str:
     """kafka-consumer-groups (ConsumerGroupCommand) against `bs`: its stdout and stderr."""
-    cmd = tools.tools_java("org.apache.kafka.tools.consumer.group.ConsumerGroupCommand",
-                           ["--bootstrap-server", bs, *args], heap="-Xmx256m")
+    cmd = tools.tools_java(
+        "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand", ["--bootstrap-server", bs, *args], heap="-Xmx256m"
+    )
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     return r.stdout + r.stderr
 

@@ -117,15 +117,11 @@ METADATA_V1 = h("00000012 | 0003 0001 00000003 ffff | 00000001 0002 7431")
 # Produce v3: header v1 (client "c"); body: null transactional id, acks -1, timeout 30000,
 # one topic "t", one partition 0 with 5 record bytes (int32 length).
 PRODUCE_V3 = h(
-    "0000002b | 0000 0003 00000004 0001 63"
-    "| ffff ffff 00007530 00000001 0001 74 00000001 00000000 00000005 68656c6c6f"
+    "0000002b | 0000 0003 00000004 0001 63| ffff ffff 00007530 00000001 0001 74 00000001 00000000 00000005 68656c6c6f"
 )
 # Produce v9: header v2; body compact: null txn id (00), arrays of N+1, records N+1, and an
 # empty tag section closing each struct (partition, topic, request).
-PRODUCE_V9 = h(
-    "00000024 | 0000 0009 00000005 0001 63 00"
-    "| 00 ffff 00007530 02 0274 02 00000000 06 68656c6c6f 00 00 00"
-)
+PRODUCE_V9 = h("00000024 | 0000 0009 00000005 0001 63 00| 00 ffff 00007530 02 0274 02 00000000 06 68656c6c6f 00 00 00")
 
 
 def test_golden_api_versions_v0():
@@ -138,7 +134,11 @@ def test_golden_api_versions_v0():
 def test_golden_api_versions_v3():
     header, body = decode_request(API_VERSIONS_V3[4:])
     assert (header.request_api_key, header.request_api_version, header.correlation_id, header.client_id) == (
-        18, 3, 2, "abc")
+        18,
+        3,
+        2,
+        "abc",
+    )
     assert body == ApiVersionsRequest(client_software_name="lb", client_software_version="1.0")
     assert frame(encode_request(18, 3, 2, "abc", body)) == API_VERSIONS_V3
 
@@ -157,9 +157,14 @@ def test_golden_metadata_v1():
 
 def _produce(records):
     return ProduceRequest(
-        transactional_id=None, acks=-1, timeout_ms=30000,
-        topic_data=[ProduceRequest.TopicProduceData(
-            name="t", partition_data=[ProduceRequest.PartitionProduceData(index=0, records=records)])],
+        transactional_id=None,
+        acks=-1,
+        timeout_ms=30000,
+        topic_data=[
+            ProduceRequest.TopicProduceData(
+                name="t", partition_data=[ProduceRequest.PartitionProduceData(index=0, records=records)]
+            )
+        ],
     )
 
 
@@ -178,8 +183,14 @@ def test_golden_produce(version, golden, corr):
 
 def _fetch_response(records, log_start=-1):
     part = FetchResponse.PartitionData(
-        partition_index=0, error_code=0, high_watermark=10, last_stable_offset=10,
-        log_start_offset=log_start, aborted_transactions=None, records=records)
+        partition_index=0,
+        error_code=0,
+        high_watermark=10,
+        last_stable_offset=10,
+        log_start_offset=log_start,
+        aborted_transactions=None,
+        records=records,
+    )
     return FetchResponse(responses=[FetchResponse.FetchableTopicResponse(topic="t", partitions=[part])])
 
 
@@ -192,7 +203,7 @@ def test_golden_fetch_v4_response():
         "000000000000000a 000000000000000a ffffffff 0000000c"
     )
     assert chunks == [head + b"R" * 12]
-    assert len(chunks[0]) - 4 == 0x3d
+    assert len(chunks[0]) - 4 == 0x3D
 
 
 def test_golden_fetch_v12_response():
@@ -321,8 +332,8 @@ def test_known_tagged_field_with_wrong_size():
 
 def test_tagged_struct_fields_roundtrip():
     part = FetchResponse.PartitionData(
-        partition_index=1, records=b"x",
-        current_leader=FetchResponse.LeaderIdAndEpoch(leader_id=2, leader_epoch=3))
+        partition_index=1, records=b"x", current_leader=FetchResponse.LeaderIdAndEpoch(leader_id=2, leader_epoch=3)
+    )
     raw = part.to_bytes(12)
     back, _ = FetchResponse.PartitionData.decode(raw, 0, 12)
     assert back == part and back.diverging_epoch == FetchResponse.EpochEndOffset()
@@ -392,7 +403,8 @@ def test_negative_lengths():
     assert _err(h("ffff ffff 00007530 00000001 ffff")).reason.endswith("this version does not allow null")
     assert _err(h("ffff ffff 00007530 fffffffe")).field == "ProduceRequest.TopicData"
     assert _err(h("ffff ffff 00007530 00000001 0001 74 00000001 00000000 fffffffe")).field == (
-        "PartitionProduceData.Records")
+        "PartitionProduceData.Records"
+    )
 
 
 def test_lengths_beyond_buffer():

@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from logbroker.client import errors as client_errors
 from logbroker.protocol import ErrorCode
 
@@ -50,9 +51,11 @@ def table(gen):
 def test_generated_files_match_generator(gen, tmp_path):
     gen.generate(TABLE, tmp_path / "error_codes.py", tmp_path / "error_codes.rs")
     assert (tmp_path / "error_codes.py").read_text(encoding="utf-8") == PY_OUT.read_text(encoding="utf-8"), (
-        "python/logbroker/protocol/error_codes.py out of date: run tools/gen_errors.py")
+        "python/logbroker/protocol/error_codes.py out of date: run tools/gen_errors.py"
+    )
     assert (tmp_path / "error_codes.rs").read_text(encoding="utf-8") == RS_OUT.read_text(encoding="utf-8"), (
-        "rust/src/protocol/error_codes.rs out of date: run tools/gen_errors.py")
+        "rust/src/protocol/error_codes.rs out of date: run tools/gen_errors.py"
+    )
 
 
 def test_table_names_its_source():
@@ -73,15 +76,38 @@ def test_table_has_every_code_once(table):
 
 def test_known_retriable_flags(table):
     retriable = {e["name"]: e["retriable"] for e in table}
-    for name in ("NOT_LEADER_OR_FOLLOWER", "UNKNOWN_TOPIC_OR_PARTITION", "LEADER_NOT_AVAILABLE", "REQUEST_TIMED_OUT",
-                 "NETWORK_EXCEPTION", "NOT_COORDINATOR", "COORDINATOR_LOAD_IN_PROGRESS", "NOT_ENOUGH_REPLICAS",
-                 "KAFKA_STORAGE_ERROR", "FENCED_LEADER_EPOCH", "UNKNOWN_TOPIC_ID", "CORRUPT_MESSAGE",
-                 "REPLICA_NOT_AVAILABLE", "NOT_CONTROLLER", "SHARE_SESSION_LIMIT_REACHED"):
+    for name in (
+        "NOT_LEADER_OR_FOLLOWER",
+        "UNKNOWN_TOPIC_OR_PARTITION",
+        "LEADER_NOT_AVAILABLE",
+        "REQUEST_TIMED_OUT",
+        "NETWORK_EXCEPTION",
+        "NOT_COORDINATOR",
+        "COORDINATOR_LOAD_IN_PROGRESS",
+        "NOT_ENOUGH_REPLICAS",
+        "KAFKA_STORAGE_ERROR",
+        "FENCED_LEADER_EPOCH",
+        "UNKNOWN_TOPIC_ID",
+        "CORRUPT_MESSAGE",
+        "REPLICA_NOT_AVAILABLE",
+        "NOT_CONTROLLER",
+        "SHARE_SESSION_LIMIT_REACHED",
+    ):
         assert retriable[name], name
-    for name in ("NONE", "UNKNOWN_SERVER_ERROR", "TOPIC_AUTHORIZATION_FAILED", "OFFSET_OUT_OF_RANGE",
-                 "MESSAGE_TOO_LARGE", "OUT_OF_ORDER_SEQUENCE_NUMBER", "INVALID_PRODUCER_EPOCH", "PRODUCER_FENCED",
-                 "SASL_AUTHENTICATION_FAILED", "NEW_LEADER_ELECTED", "OFFSET_MOVED_TO_TIERED_STORAGE",
-                 "REBOOTSTRAP_REQUIRED"):
+    for name in (
+        "NONE",
+        "UNKNOWN_SERVER_ERROR",
+        "TOPIC_AUTHORIZATION_FAILED",
+        "OFFSET_OUT_OF_RANGE",
+        "MESSAGE_TOO_LARGE",
+        "OUT_OF_ORDER_SEQUENCE_NUMBER",
+        "INVALID_PRODUCER_EPOCH",
+        "PRODUCER_FENCED",
+        "SASL_AUTHENTICATION_FAILED",
+        "NEW_LEADER_ELECTED",
+        "OFFSET_MOVED_TO_TIERED_STORAGE",
+        "REBOOTSTRAP_REQUIRED",
+    ):
         assert not retriable[name], name
     assert sum(retriable.values()) == 32
 
@@ -99,7 +125,7 @@ def test_rust_consts_match_table(table):
     text = RS_OUT.read_text(encoding="utf-8")
     consts = re.findall(r"^pub const (\w+): i16 = (-?\d+);$", text, flags=re.MULTILINE)
     assert [(name, int(code)) for name, code in consts] == [(e["name"], e["code"]) for e in table]
-    body = text[text.index("pub fn retriable"):]
+    body = text[text.index("pub fn retriable") :]
     retriable = re.findall(r"^\s+(?:\| )?([A-Z][A-Z0-9_]+)$", body, flags=re.MULTILINE)
     assert retriable == [e["name"] for e in table if e["retriable"]]
     names = dict(re.findall(r'^\s+([A-Z][A-Z0-9_]+) => "([A-Z0-9_]+)",$', text, flags=re.MULTILINE))
@@ -112,7 +138,9 @@ def test_no_hand_written_code_consts_left_in_rust():
         if path == RS_OUT or "messages" in path.parts or path.name == "messages.rs":
             continue
         text = path.read_text(encoding="utf-8")
-        assert not re.search(r"const (NOT_LEADER_OR_FOLLOWER|UNKNOWN_TOPIC_OR_PARTITION|CORRUPT_MESSAGE): i16", text), path
+        assert not re.search(r"const (NOT_LEADER_OR_FOLLOWER|UNKNOWN_TOPIC_OR_PARTITION|CORRUPT_MESSAGE): i16", text), (
+            path
+        )
 
 
 def test_client_errors_agree_with_table(table):
@@ -130,7 +158,9 @@ def test_client_errors_agree_with_table(table):
 
 def test_error_for_uses_the_default_message():
     e = client_errors.error_for(3, None, "describe topic 't'")
-    assert str(e) == "describe topic 't': UNKNOWN_TOPIC_OR_PARTITION (3): This server does not host this topic-partition."
+    assert (
+        str(e) == "describe topic 't': UNKNOWN_TOPIC_OR_PARTITION (3): This server does not host this topic-partition."
+    )
     assert str(client_errors.error_for(3, "gone")) == "UNKNOWN_TOPIC_OR_PARTITION (3): gone"
     assert str(client_errors.error_for(9999)) == "UNKNOWN_ERROR_CODE (9999)"
 
@@ -161,16 +191,12 @@ public enum Errors {
 CLASSES = {
     "common/errors/ApiException.java": "public class ApiException extends KafkaException {}",
     "common/errors/RetriableException.java": "public abstract class RetriableException extends ApiException {}",
-    "common/errors/InvalidMetadataException.java":
-        "public abstract class InvalidMetadataException extends RetriableException {}",
-    "common/errors/NotLeaderOrFollowerException.java":
-        "public class NotLeaderOrFollowerException extends InvalidMetadataException {}",
+    "common/errors/InvalidMetadataException.java": "public abstract class InvalidMetadataException extends RetriableException {}",
+    "common/errors/NotLeaderOrFollowerException.java": "public class NotLeaderOrFollowerException extends InvalidMetadataException {}",
     "common/errors/AuthorizationException.java": "public class AuthorizationException extends ApiException {}",
-    "common/errors/TopicAuthorizationException.java":
-        "public class TopicAuthorizationException extends AuthorizationException {}",
+    "common/errors/TopicAuthorizationException.java": "public class TopicAuthorizationException extends AuthorizationException {}",
     "common/errors/UnknownServerException.java": "public class UnknownServerException extends ApiException {}",
-    "common/InvalidRecordException.java":
-        "import org.apache.kafka.common.errors.ApiException;\npublic class InvalidRecordException extends ApiException {}",
+    "common/InvalidRecordException.java": "import org.apache.kafka.common.errors.ApiException;\npublic class InvalidRecordException extends ApiException {}",
 }
 
 
@@ -185,15 +211,35 @@ def test_vendoring_tool_reads_errors_java(tmp_path):
         (base / path).write_text(f"package {pkg};\n{text}\n")
     entries = vendor.read_entries(tmp_path)
     assert entries == [
-        {"code": -1, "name": "UNKNOWN_SERVER_ERROR", "exception": "UnknownServerException", "retriable": False,
-         "message": 'The server experienced an "unexpected" error.'},
+        {
+            "code": -1,
+            "name": "UNKNOWN_SERVER_ERROR",
+            "exception": "UnknownServerException",
+            "retriable": False,
+            "message": 'The server experienced an "unexpected" error.',
+        },
         {"code": 0, "name": "NONE", "exception": None, "retriable": False, "message": None},
-        {"code": 6, "name": "NOT_LEADER_OR_FOLLOWER", "exception": "NotLeaderOrFollowerException", "retriable": True,
-         "message": "Not the leader. Or not a replica, see http://kafka.apache.org/."},
-        {"code": 29, "name": "TOPIC_AUTHORIZATION_FAILED", "exception": "TopicAuthorizationException",
-         "retriable": False, "message": "Topic authorization failed."},
-        {"code": 87, "name": "INVALID_RECORD", "exception": "InvalidRecordException", "retriable": False,
-         "message": "This record has failed the validation on broker and hence will be rejected."},
+        {
+            "code": 6,
+            "name": "NOT_LEADER_OR_FOLLOWER",
+            "exception": "NotLeaderOrFollowerException",
+            "retriable": True,
+            "message": "Not the leader. Or not a replica, see http://kafka.apache.org/.",
+        },
+        {
+            "code": 29,
+            "name": "TOPIC_AUTHORIZATION_FAILED",
+            "exception": "TopicAuthorizationException",
+            "retriable": False,
+            "message": "Topic authorization failed.",
+        },
+        {
+            "code": 87,
+            "name": "INVALID_RECORD",
+            "exception": "InvalidRecordException",
+            "retriable": False,
+            "message": "This record has failed the validation on broker and hence will be rejected.",
+        },
     ]
     out = tmp_path / "errors.json"
     out.write_text(vendor.render(entries, "9.9.9", "test"))

@@ -21,14 +21,18 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from test_protocol_roundtrip import _populated
 
 from logbroker.protocol import REQUESTS, RESPONSES, ProtocolError, decode_request, encode_request
-from test_protocol_roundtrip import _populated
 
 CORPUS = Path(__file__).resolve().parent / "corpus" / "protocol"
 EXAMPLES = int(os.environ.get("LOGBROKER_FUZZ_EXAMPLES", "300"))
-FUZZ = settings(max_examples=EXAMPLES, deadline=None, report_multiple_bugs=False,
-                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+FUZZ = settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    report_multiple_bugs=False,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 
 
 def _check(data: bytes, decode=decode_request) -> None:
@@ -73,9 +77,11 @@ def test_random_bytes(data):
 @FUZZ
 @given(st.binary(max_size=64))
 def test_random_body_after_valid_header(data):
-    for prefix in (b"\x00\x00\x00\x09\x00\x00\x00\x01\x00\x00\x00",   # Produce v9, header v2
-                   b"\x00\x01\x00\x04\x00\x00\x00\x01\xff\xff",       # Fetch v4, header v1
-                   b"\x00\x03\x00\x0c\x00\x00\x00\x01\x00\x00\x00"):  # Metadata v12
+    for prefix in (
+        b"\x00\x00\x00\x09\x00\x00\x00\x01\x00\x00\x00",  # Produce v9, header v2
+        b"\x00\x01\x00\x04\x00\x00\x00\x01\xff\xff",  # Fetch v4, header v1
+        b"\x00\x03\x00\x0c\x00\x00\x00\x01\x00\x00\x00",
+    ):  # Metadata v12
         _check(prefix + data)
 
 
@@ -113,17 +119,25 @@ def test_mutated_frames(seed, mutations):
 
 
 @pytest.mark.parametrize("cls", sorted(RESPONSES.values(), key=lambda c: c.api_key), ids=lambda c: c.name)
-@settings(max_examples=max(20, EXAMPLES // 10), deadline=None, report_multiple_bugs=False,
-          suppress_health_check=[HealthCheck.too_slow])
+@settings(
+    max_examples=max(20, EXAMPLES // 10),
+    deadline=None,
+    report_multiple_bugs=False,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 @given(data=st.data())
 def test_response_decoders(cls, data):
     version = data.draw(st.integers(*cls.valid_versions))
-    raw = data.draw(st.one_of(
-        st.binary(max_size=64),
-        st.builds(lambda b, m: _mutate(b, m),
-                  st.just(_populated(cls, version).to_bytes(version)),
-                  st.lists(MUTATION, min_size=1, max_size=3)),
-    ))
+    raw = data.draw(
+        st.one_of(
+            st.binary(max_size=64),
+            st.builds(
+                lambda b, m: _mutate(b, m),
+                st.just(_populated(cls, version).to_bytes(version)),
+                st.lists(MUTATION, min_size=1, max_size=3),
+            ),
+        )
+    )
     try:
         cls.decode(raw, 0, version)
     except ProtocolError:

@@ -50,7 +50,9 @@ def test_vendored_specs_unchanged():
         sums[name] = digest
     on_disk = {p.name for p in SPECS.glob("*.json")}
     assert on_disk == set(sums)
-    assert len(on_disk) == 156  # 70 vendored from Kafka 4.1.1 + DeleteGroups, DescribeQuorum, BrokerHeartbeat, AlterPartition,
+    assert (
+        len(on_disk) == 156
+    )  # 70 vendored from Kafka 4.1.1 + DeleteGroups, DescribeQuorum, BrokerHeartbeat, AlterPartition,
     # ElectLeaders, AlterPartitionReassignments, ListPartitionReassignments, DescribeLogDirs, DescribeTransactions,
     # ListTransactions pairs + 7 share-group and 5 share-state API pairs + 7 security API pairs + UpdateFeatures,
     # AddRaftVoter, RemoveRaftVoter, UpdateRaftVoter, OffsetDelete, DescribeTopicPartitions,
@@ -90,4 +92,5 @@ def test_generated_rust_files_match_generator(tmp_path):
     assert not stale, f"generated Rust files out of date (run tools/gen_protocol_rs.py): {stale}"
     assert all(text.startswith(RUST_BANNER) for text in checked_in.values())
     assert bridge.read_text(encoding="utf-8") == RUST_BRIDGE.read_text(encoding="utf-8"), (
-        "rust/src/py/messages.rs out of date: run tools/gen_protocol_rs.py")
+        "rust/src/py/messages.rs out of date: run tools/gen_protocol_rs.py"
+    )

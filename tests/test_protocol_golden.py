@@ -11,10 +11,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from test_protocol_roundtrip import CASES, MESSAGES, _populated
 
 from logbroker import _core
 from logbroker.protocol import REQUESTS, ProtocolError, RequestHeader, ResponseHeader
-from test_protocol_roundtrip import CASES, MESSAGES, _populated
 
 GOLDEN = Path(__file__).parent / "corpus" / "protocol" / "golden.txt"
 BY_NAME = {cls.name: cls for cls in MESSAGES}
@@ -26,8 +26,9 @@ def _golden() -> list:
         if line.startswith("#"):
             continue
         name, version, which, hexed = line.split(" ")
-        out.append(pytest.param(BY_NAME[name], int(version), which, bytes.fromhex(hexed),
-                                id=f"{name}-v{version}-{which}"))
+        out.append(
+            pytest.param(BY_NAME[name], int(version), which, bytes.fromhex(hexed), id=f"{name}-v{version}-{which}")
+        )
     return out
 
 
@@ -46,24 +47,65 @@ def api_of(cls) -> tuple[int, bool]:
 
 # Messages added after the Python codec was retired (the cluster's own APIs): no independent
 # encoding exists for them, so the round-trip and fuzz tests are what checks them.
-LATER = {"DescribeTransactionsRequest", "DescribeTransactionsResponse", "ListTransactionsRequest",
-         "ListTransactionsResponse", "DescribeQuorumRequest", "DescribeQuorumResponse", "BrokerHeartbeatRequest", "BrokerHeartbeatResponse",
-         "AlterPartitionRequest", "AlterPartitionResponse", "ElectLeadersRequest", "ElectLeadersResponse",
-         "AlterPartitionReassignmentsRequest", "AlterPartitionReassignmentsResponse",
-         "ListPartitionReassignmentsRequest", "ListPartitionReassignmentsResponse",
-         "DescribeLogDirsRequest", "DescribeLogDirsResponse",
-         *(f"{api}{kind}" for api in ("ShareGroupHeartbeat", "ShareGroupDescribe", "ShareFetch", "ShareAcknowledge",
-                                      "DescribeShareGroupOffsets", "AlterShareGroupOffsets", "DeleteShareGroupOffsets",
-                                      "InitializeShareGroupState", "ReadShareGroupState", "WriteShareGroupState",
-                                      "DeleteShareGroupState", "ReadShareGroupStateSummary",
-                                      "DescribeAcls", "CreateAcls", "DeleteAcls", "DescribeClientQuotas",
-                                      "AlterClientQuotas", "DescribeUserScramCredentials", "AlterUserScramCredentials",
-                                      "UpdateFeatures", "AddRaftVoter", "RemoveRaftVoter", "UpdateRaftVoter",
-                                      "OffsetDelete", "DescribeTopicPartitions", "ListConfigResources",
-                                      "GetTelemetrySubscriptions", "PushTelemetry", "AlterReplicaLogDirs",
-                                      "CreateDelegationToken", "RenewDelegationToken", "ExpireDelegationToken",
-                                      "DescribeDelegationToken")
-           for kind in ("Request", "Response"))}
+LATER = {
+    "DescribeTransactionsRequest",
+    "DescribeTransactionsResponse",
+    "ListTransactionsRequest",
+    "ListTransactionsResponse",
+    "DescribeQuorumRequest",
+    "DescribeQuorumResponse",
+    "BrokerHeartbeatRequest",
+    "BrokerHeartbeatResponse",
+    "AlterPartitionRequest",
+    "AlterPartitionResponse",
+    "ElectLeadersRequest",
+    "ElectLeadersResponse",
+    "AlterPartitionReassignmentsRequest",
+    "AlterPartitionReassignmentsResponse",
+    "ListPartitionReassignmentsRequest",
+    "ListPartitionReassignmentsResponse",
+    "DescribeLogDirsRequest",
+    "DescribeLogDirsResponse",
+    *(
+        f"{api}{kind}"
+        for api in (
+            "ShareGroupHeartbeat",
+            "ShareGroupDescribe",
+            "ShareFetch",
+            "ShareAcknowledge",
+            "DescribeShareGroupOffsets",
+            "AlterShareGroupOffsets",
+            "DeleteShareGroupOffsets",
+            "InitializeShareGroupState",
+            "ReadShareGroupState",
+            "WriteShareGroupState",
+            "DeleteShareGroupState",
+            "ReadShareGroupStateSummary",
+            "DescribeAcls",
+            "CreateAcls",
+            "DeleteAcls",
+            "DescribeClientQuotas",
+            "AlterClientQuotas",
+            "DescribeUserScramCredentials",
+            "AlterUserScramCredentials",
+            "UpdateFeatures",
+            "AddRaftVoter",
+            "RemoveRaftVoter",
+            "UpdateRaftVoter",
+            "OffsetDelete",
+            "DescribeTopicPartitions",
+            "ListConfigResources",
+            "GetTelemetrySubscriptions",
+            "PushTelemetry",
+            "AlterReplicaLogDirs",
+            "CreateDelegationToken",
+            "RenewDelegationToken",
+            "ExpireDelegationToken",
+            "DescribeDelegationToken",
+        )
+        for kind in ("Request", "Response")
+    ),
+}
 # (the security APIs are checked on the wire by Kafka's own tools and librdkafka: tests/test_acls.py,
 # tests/test_scram_credentials.py)
 
@@ -71,8 +113,13 @@ LATER = {"DescribeTransactionsRequest", "DescribeTransactionsResponse", "ListTra
 def test_golden_file_covers_every_case():
     older = [c for c in CASES if c.values[0].name not in LATER]
     assert len(GOLDEN_CASES) == 2 * len(older) == 804
-    assert len(CASES) - len(older) == 3 + 3 + 2 + 2 + 4 + 4 + 3 + 3 + 2 + 2 + 1 + 1 + 5 + 5 + 1 + 1 + 2 + 2 + 2 * 10 + 2 * 7 + (
-        2 * 3 * 3 + 2 * 2 * 2 + 2 * 2 * 1) + 2 * (3 + 2 + 1 + 1) + 2 * (1 + 1) + 2 * (2 + 1 + 1) + 2 * 2 + 2 * (3 + 2 + 2 + 3)  # the security APIs: Acls v1-3, ClientQuotas v0-1,
+    assert len(CASES) - len(
+        older
+    ) == 3 + 3 + 2 + 2 + 4 + 4 + 3 + 3 + 2 + 2 + 1 + 1 + 5 + 5 + 1 + 1 + 2 + 2 + 2 * 10 + 2 * 7 + (
+        2 * 3 * 3 + 2 * 2 * 2 + 2 * 2 * 1
+    ) + 2 * (3 + 2 + 1 + 1) + 2 * (1 + 1) + 2 * (2 + 1 + 1) + 2 * 2 + 2 * (
+        3 + 2 + 2 + 3
+    )  # the security APIs: Acls v1-3, ClientQuotas v0-1,
     # UserScramCredentials v0; UpdateFeatures v0-2, AddRaftVoter v0-1, RemoveRaftVoter v0, UpdateRaftVoter v0
     # ... + the share-group APIs: 76 v1, 77 v1, 78 v1-2, 79 v1-2, 90 v0-1, 91 v0, 92 v0, and the share-state
     # APIs: 83 v0, 84 v0, 85 v0-1, 86 v0, 87 v0-1, request and response; OffsetDelete (47) v0 and

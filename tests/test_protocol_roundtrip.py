@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from logbroker.protocol import REQUESTS, RESPONSES, RequestHeader, ResponseHeader, ProtocolError
+from logbroker.protocol import REQUESTS, RESPONSES, ProtocolError, RequestHeader, ResponseHeader
 
 MESSAGES = [*REQUESTS.values(), *RESPONSES.values(), RequestHeader, ResponseHeader]
 CASES = [
@@ -100,8 +100,12 @@ def test_default_instance_roundtrips(cls, version):
 
 
 @pytest.mark.parametrize(("cls", "version"), CASES)
-@settings(max_examples=12, deadline=None, report_multiple_bugs=False,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(
+    max_examples=12,
+    deadline=None,
+    report_multiple_bugs=False,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 @given(data=st.data())
 def test_roundtrip(cls, version, data):
     obj = data.draw(struct_strategy(cls, version, _flexible_min(cls)))
@@ -172,9 +176,13 @@ def test_populated_roundtrip(cls, version):
 def test_case_count():
     # 56 APIs x 2 plus the two headers, every version in their ranges
     assert len(MESSAGES) == 156
-    assert len(CASES) == 402 + 2 * 3 + 2 * 2 + 2 * 4 + 2 * 3 + 2 * 2 + 2 * 1 + 2 * 5 + 2 * 1 + 2 * 2 + 2 * 10 + 2 * 7 + (
-        2 * 3 * 3 + 2 * 2 * 2 + 2 * 2 * 1) + 2 * (3 + 2 + 1 + 1) + 2 * 1 + 2 * 1 + 2 * (2 + 1 + 1) + 2 * 2 + \
-        2 * (3 + 2 + 2 + 3)  # the delegation-token APIs: Create v1-3, Renew v1-2, Expire v1-2, Describe v1-3
+    assert len(
+        CASES
+    ) == 402 + 2 * 3 + 2 * 2 + 2 * 4 + 2 * 3 + 2 * 2 + 2 * 1 + 2 * 5 + 2 * 1 + 2 * 2 + 2 * 10 + 2 * 7 + (
+        2 * 3 * 3 + 2 * 2 * 2 + 2 * 2 * 1
+    ) + 2 * (3 + 2 + 1 + 1) + 2 * 1 + 2 * 1 + 2 * (2 + 1 + 1) + 2 * 2 + 2 * (
+        3 + 2 + 2 + 3
+    )  # the delegation-token APIs: Create v1-3, Renew v1-2, Expire v1-2, Describe v1-3
     # + DescribeQuorum v0-2, BrokerHeartbeat v0-1, AlterPartition v0-3, ElectLeaders v0-2,
     # AlterPartitionReassignments v0-1, ListPartitionReassignments v0, DescribeLogDirs v0-4,
     # DescribeTransactions v0, ListTransactions v0-1, and the share-group APIs: ShareGroupHeartbeat v1,

@@ -10,8 +10,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 import logbroker
 import logbroker.aio
 import logbroker.client
@@ -28,9 +26,22 @@ def test_mypy_strict_accepts_the_public_modules(tmp_path):
     # --follow-imports=silent: the broker's modules the client imports are read for their types
     # but not judged (they are not public API; with the wheel installed mypy would otherwise
     # check them as sources too).
-    res = subprocess.run([sys.executable, "-m", "mypy", "--strict", "--follow-imports=silent", "--cache-dir",
-                          str(tmp_path / "cache"), *map(str, TYPED_FILES)],
-                         capture_output=True, text=True, timeout=600, cwd=ROOT)
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mypy",
+            "--strict",
+            "--follow-imports=silent",
+            "--cache-dir",
+            str(tmp_path / "cache"),
+            *map(str, TYPED_FILES),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=ROOT,
+    )
     assert res.returncode == 0, f"mypy --strict found errors:\n{res.stdout}{res.stderr}"
     assert "Success" in res.stdout
 
@@ -75,8 +86,9 @@ def test_every_public_class_and_method_has_a_docstring():
 def test_the_api_reference_builds_with_one_command(tmp_path):
     out = tmp_path / "api"
     env = {**os.environ, "PYTHON": sys.executable}
-    res = subprocess.run([str(ROOT / "scripts" / "docs"), "--out", str(out)], capture_output=True, text=True,
-                         timeout=300, env=env)
+    res = subprocess.run(
+        [str(ROOT / "scripts" / "docs"), "--out", str(out)], capture_output=True, text=True, timeout=300, env=env
+    )
     assert res.returncode == 0, res.stdout + res.stderr
     index = (out / "logbroker.html").read_text()
     for name in ("Producer", "Consumer", "ShareConsumer", "Admin", "AcknowledgeType"):

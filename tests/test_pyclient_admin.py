@@ -67,6 +67,7 @@ def test_describe_a_live_group(broker):
     with logbroker.Consumer(broker.bootstrap_servers, group_id="live", heartbeat_interval_ms=100) as c:
         c.subscribe(["live-t"])
         import time
+
         deadline = time.monotonic() + 20
         while not c.assignment() and time.monotonic() < deadline:
             c.poll(0.1)

@@ -4,8 +4,9 @@ public method is exercised here."""
 
 from __future__ import annotations
 
-import pytest
 import anyio
+import anyio.lowlevel
+import pytest
 
 import logbroker
 from logbroker import aio
@@ -89,7 +90,7 @@ async def test_async_rebalance_callbacks_and_admin(broker):
     revoked = []
 
     async def on_revoke(ps):
-        await anyio.sleep(0)
+        await anyio.lowlevel.checkpoint()
         revoked.append(sorted(ps))
 
     async with aio.Admin(bs) as a:
@@ -143,7 +144,7 @@ async def test_kip848_group_with_async_callbacks(fast_848_broker):
     revoked: list = []
 
     async def on_revoke(ps):
-        await anyio.sleep(0)
+        await anyio.lowlevel.checkpoint()
         revoked.append(sorted(ps))
 
     conf = dict(group_id="g848", group_protocol="consumer", auto_offset_reset="earliest")

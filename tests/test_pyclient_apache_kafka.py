@@ -11,10 +11,10 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import needs_java
 
 import logbroker
 from logbroker.client import errors
-from conftest import needs_java
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -49,8 +49,16 @@ def test_round_trip_every_codec(kafka, codec):
     with logbroker.Admin(kafka) as a:
         a.create_topics([logbroker.NewTopic(topic, 2)])
     with logbroker.Producer(kafka, compression_type=codec, linger_ms=2) as p:
-        futures = [p.send(topic, f"value-{i}".encode() * 5, key=f"key-{i}".encode(),
-                          headers=[("h", str(i).encode())], timestamp=2_000_000 + i) for i in range(400)]
+        futures = [
+            p.send(
+                topic,
+                f"value-{i}".encode() * 5,
+                key=f"key-{i}".encode(),
+                headers=[("h", str(i).encode())],
+                timestamp=2_000_000 + i,
+            )
+            for i in range(400)
+        ]
         p.flush(30)
         metas = [f.result(10) for f in futures]
     # Keyed records land where Kafka's murmur2 partitioner puts them.
@@ -79,8 +87,12 @@ def test_group_of_two_with_commits(kafka):
         for i in range(200):
             p.send(topic, str(i).encode(), partition=i % 4)
         p.flush(30)
-    conf = {"group_id": "kg", "auto_offset_reset": "earliest", "enable_auto_commit": False,
-            "heartbeat_interval_ms": 200}
+    conf = {
+        "group_id": "kg",
+        "auto_offset_reset": "earliest",
+        "enable_auto_commit": False,
+        "heartbeat_interval_ms": 200,
+    }
     with logbroker.Consumer(kafka, **conf) as c1, logbroker.Consumer(kafka, **conf) as c2:
         c1.subscribe([topic])
         c2.subscribe([topic])
@@ -90,6 +102,7 @@ def test_group_of_two_with_commits(kafka):
             got[1].extend(c1.poll(0.1))
             got[2].extend(c2.poll(0.1))
         assert len(got[1]) + len(got[2]) == 200
+
         # Both members own partitions once the group is stable, and each has read its own
         # to the end: a member handed a partition in the eager rebalance reads it again from
         # the start (nothing was committed), and commit() commits positions.

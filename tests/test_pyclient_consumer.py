@@ -9,12 +9,11 @@ import threading
 import time
 
 import pytest
+from pyclient_helpers import consume_all
 
 import logbroker
 from logbroker.client import errors
 from logbroker.client.fetcher import NoOffsetForPartitionError
-
-from pyclient_helpers import consume_all
 
 TP = logbroker.TopicPartition
 
@@ -25,8 +24,14 @@ def fill(bootstrap: str, topic: str, n: int, partitions: int = 1) -> None:
             a.create_topics([logbroker.NewTopic(topic, partitions)])
     with logbroker.Producer(bootstrap, linger_ms=1) as p:
         for i in range(n):
-            p.send(topic, f"v{i}".encode(), key=f"k{i}".encode(), partition=i % partitions,
-                   headers=[("i", str(i).encode())], timestamp=1_000_000 + i)
+            p.send(
+                topic,
+                f"v{i}".encode(),
+                key=f"k{i}".encode(),
+                partition=i % partitions,
+                headers=[("i", str(i).encode())],
+                timestamp=1_000_000 + i,
+            )
         p.flush(20)
 
 
@@ -90,8 +95,9 @@ def test_seek_position_beginning_end(broker):
 
 def test_commit_sync_async_committed_and_auto_commit(broker):
     fill(broker.bootstrap_servers, "c", 10)
-    with logbroker.Consumer(broker.bootstrap_servers, group_id="cg", auto_offset_reset="earliest",
-                            enable_auto_commit=False) as c:
+    with logbroker.Consumer(
+        broker.bootstrap_servers, group_id="cg", auto_offset_reset="earliest", enable_auto_commit=False
+    ) as c:
         c.assign([("c", 0)])
         assert c.committed([("c", 0)]) == {TP("c", 0): None}
         poll_n(c, 10)
@@ -172,8 +178,13 @@ def test_max_poll_interval_leaves_and_next_poll_rejoins(broker, caplog):
     partitions move to the other member long before its session would expire), its revoke
     callback sees them as lost at the next poll(), and that poll() rejoins the group."""
     fill(broker.bootstrap_servers, "mpi", 0, partitions=2)
-    conf = dict(group_id="mpi-g", auto_offset_reset="earliest", heartbeat_interval_ms=100,
-                session_timeout_ms=30000, max_poll_interval_ms=1500)
+    conf = dict(
+        group_id="mpi-g",
+        auto_offset_reset="earliest",
+        heartbeat_interval_ms=100,
+        session_timeout_ms=30000,
+        max_poll_interval_ms=1500,
+    )
     lost: list = []
     a = logbroker.Consumer(broker.bootstrap_servers, **conf)
     b = logbroker.Consumer(broker.bootstrap_servers, **conf)
@@ -193,8 +204,7 @@ def test_max_poll_interval_leaves_and_next_poll_rejoins(broker, caplog):
             b.poll(0.05)
         assert len(b.assignment()) == 2 and time.monotonic() - t0 < 15
         assert a.assignment() == []
-        assert any("max.poll.interval.ms=1500" in r.getMessage() and "mpi-g" in r.getMessage()
-                   for r in caplog.records)
+        assert any("max.poll.interval.ms=1500" in r.getMessage() and "mpi-g" in r.getMessage() for r in caplog.records)
         # The next poll() reports the loss and rejoins: the group splits again.
         a.poll(0)
         assert lost == [owned_by_a]
@@ -212,10 +222,18 @@ def test_rebalance_callbacks_and_pattern_subscription(broker):
     fill(broker.bootstrap_servers, "pat-2", 3)
     fill(broker.bootstrap_servers, "other", 3)
     events = []
-    with logbroker.Consumer(broker.bootstrap_servers, group_id="pg", auto_offset_reset="earliest",
-                            heartbeat_interval_ms=100, metadata_max_age_ms=500) as c:
-        c.subscribe(re.compile(r"pat-\d"), on_assign=lambda ps: events.append(("assign", sorted(ps))),
-                    on_revoke=lambda ps: events.append(("revoke", sorted(ps))))
+    with logbroker.Consumer(
+        broker.bootstrap_servers,
+        group_id="pg",
+        auto_offset_reset="earliest",
+        heartbeat_interval_ms=100,
+        metadata_max_age_ms=500,
+    ) as c:
+        c.subscribe(
+            re.compile(r"pat-\d"),
+            on_assign=lambda ps: events.append(("assign", sorted(ps))),
+            on_revoke=lambda ps: events.append(("revoke", sorted(ps))),
+        )
         recs = poll_n(c, 6)
         assert {r.topic for r in recs} == {"pat-1", "pat-2"}
         assert ("assign", [TP("pat-1", 0), TP("pat-2", 0)]) in events
@@ -278,8 +296,13 @@ def test_a_group_subscribed_before_its_topic_exists_is_assigned_when_it_appears(
     """The leader rejoins when a subscribed topic appears or grows (Kafka's leader compares
     the metadata it assigned with to what it sees now)."""
     with logbroker.Broker(data_dir=tmp_path / "d", auto_create_topics_enable=False) as b:
-        c = logbroker.Consumer(b.bootstrap_servers, group_id="early", auto_offset_reset="earliest",
-                               heartbeat_interval_ms=100, metadata_max_age_ms=1000)  # partitions added: seen at the next refresh
+        c = logbroker.Consumer(
+            b.bootstrap_servers,
+            group_id="early",
+            auto_offset_reset="earliest",
+            heartbeat_interval_ms=100,
+            metadata_max_age_ms=1000,
+        )  # partitions added: seen at the next refresh
         try:
             c.subscribe(["later"])
             deadline = time.monotonic() + 3

@@ -17,8 +17,9 @@ def test_failing_records_are_retried_then_dead_lettered(broker):
         a.create_topics([NewTopic("orders", 2), NewTopic("orders.DLT", 1)])
     with Producer(bs) as p:
         for i in range(20):
-            p.send("orders", f"o{i}".encode(), key=f"k{i}".encode(), partition=i % 2,
-                   headers=[("trace", f"t{i}".encode())])
+            p.send(
+                "orders", f"o{i}".encode(), key=f"k{i}".encode(), partition=i % 2, headers=[("trace", f"t{i}".encode())]
+            )
     calls: dict[bytes, int] = {}
     processed = []
 
@@ -28,8 +29,10 @@ def test_failing_records_are_retried_then_dead_lettered(broker):
             raise ValueError(f"cannot parse {r.value!r}")
         processed.append(r.value)
 
-    with Consumer(bs, group_id="orders-app", auto_offset_reset="earliest", enable_auto_commit=False) as c, \
-            DeadLetters(c, topic="orders.DLT", max_attempts=3, backoff_ms=1) as dl:
+    with (
+        Consumer(bs, group_id="orders-app", auto_offset_reset="earliest", enable_auto_commit=False) as c,
+        DeadLetters(c, topic="orders.DLT", max_attempts=3, backoff_ms=1) as dl,
+    ):
         c.subscribe(["orders"])
         seen = 0
         for r in c:
@@ -54,7 +57,11 @@ def test_failing_records_are_retried_then_dead_lettered(broker):
     assert r.key == b"k3"
     assert h["trace"] == b"t3", "the original headers stay"
     assert (h["dlt.source.topic"], h["dlt.source.partition"], h["dlt.attempts"], h["dlt.group"]) == (
-        b"orders", b"1", b"3", b"orders-app")
+        b"orders",
+        b"1",
+        b"3",
+        b"orders-app",
+    )
     assert int(h["dlt.source.offset"]) >= 0
     assert h["dlt.error"].startswith(b"ValueError: cannot parse")
 

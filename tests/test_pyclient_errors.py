@@ -38,7 +38,8 @@ def test_config_keys_and_coercion():
     c = config.build(config.PRODUCER, {"linger_ms": "7", "enable.idempotence": "false", "acks": "all"})
     assert (c["linger.ms"], c["enable.idempotence"], c["acks"]) == (7, False, -1)
     assert config.build(config.CONSUMER, {"partition_assignment_strategy": "RoundRobinAssignor"})[
-        "partition.assignment.strategy"] == ["roundrobin"]
+        "partition.assignment.strategy"
+    ] == ["roundrobin"]
     with pytest.raises(errors.ConfigError, match="did you mean 'linger.ms'"):
         config.build(config.PRODUCER, {"linger": 1})
     with pytest.raises(errors.ConfigError):

@@ -20,8 +20,10 @@ TP = logbroker.TopicPartition
 @pytest.fixture
 def fast_broker(tmp_path):
     """KIP-848 heartbeats every 100 ms (Kafka's default is 5 s) so rebalances settle fast."""
-    with Broker(data_dir=tmp_path / "data", config={"group.consumer.heartbeat.interval.ms": 100,
-                                                    "group.consumer.session.timeout.ms": 6000}) as b:
+    with Broker(
+        data_dir=tmp_path / "data",
+        config={"group.consumer.heartbeat.interval.ms": 100, "group.consumer.session.timeout.ms": 6000},
+    ) as b:
         yield b
 
 
@@ -56,8 +58,11 @@ def test_incremental_rebalance_keeps_unmoved_partitions(fast_broker):
     a = logbroker.Consumer(bs, group_id="inc-g", **conf())
     b = logbroker.Consumer(bs, group_id="inc-g", **conf())
     try:
-        a.subscribe(["inc"], on_assign=lambda ps: events.append(("a+", sorted(ps))),
-                    on_revoke=lambda ps: events.append(("a-", sorted(ps))))
+        a.subscribe(
+            ["inc"],
+            on_assign=lambda ps: events.append(("a+", sorted(ps))),
+            on_revoke=lambda ps: events.append(("a-", sorted(ps))),
+        )
         until(lambda: len(a.assignment()) == 4, [a])
         assert events == [("a+", [TP("inc", p) for p in range(4)])]
         b.subscribe(["inc"], on_assign=lambda ps: events.append(("b+", sorted(ps))))
@@ -105,8 +110,10 @@ def test_fenced_member_loses_partitions_and_rejoins(tmp_path, caplog):
     member's next heartbeat gets UNKNOWN_MEMBER_ID, it reports the partitions lost and joins
     again with epoch 0."""
     caplog.set_level("INFO", logger="logbroker.client")
-    with Broker(data_dir=tmp_path / "data", config={"group.consumer.heartbeat.interval.ms": 100,
-                                                    "group.consumer.session.timeout.ms": 1000}) as broker:
+    with Broker(
+        data_dir=tmp_path / "data",
+        config={"group.consumer.heartbeat.interval.ms": 100, "group.consumer.session.timeout.ms": 1000},
+    ) as broker:
         bs = broker.bootstrap_servers
         fill(bs, "fen", 0, 2)
         lost: list = []
@@ -118,8 +125,9 @@ def test_fenced_member_loses_partitions_and_rejoins(tmp_path, caplog):
             time.sleep(2.6)
             until(lambda: lost == [[TP("fen", 0), TP("fen", 1)]] and len(c.assignment()) == 2, [c])
             assert c._core.group.state == "stable" and c._core.group.epoch > 0
-        assert any("UNKNOWN_MEMBER_ID" in r.getMessage() or "FENCED_MEMBER_EPOCH" in r.getMessage()
-                   for r in caplog.records)
+        assert any(
+            "UNKNOWN_MEMBER_ID" in r.getMessage() or "FENCED_MEMBER_EPOCH" in r.getMessage() for r in caplog.records
+        )
 
 
 def test_poll_timeout_leaves_and_rejoins(fast_broker):
@@ -143,8 +151,9 @@ def test_shared_group_with_librdkafka(fast_broker):
     bs = fast_broker.bootstrap_servers
     fill(bs, "mix", 0, 4)
     ours = logbroker.Consumer(bs, group_id="mix-g", **conf())
-    theirs = ck.Consumer({"bootstrap.servers": bs, "group.id": "mix-g", "group.protocol": "consumer",
-                          "auto.offset.reset": "earliest"})
+    theirs = ck.Consumer(
+        {"bootstrap.servers": bs, "group.id": "mix-g", "group.protocol": "consumer", "auto.offset.reset": "earliest"}
+    )
     got_ours: list = []
     got_theirs: list = []
     try:

@@ -6,17 +6,15 @@ response, timeouts and errors."""
 from __future__ import annotations
 
 import threading
-import time
 
 import confluent_kafka as ck
 import pytest
+from conftest import CODECS, Rec, check_partition_records, make_records
+from pyclient_helpers import DroppingProxy, consume_all
 
 import logbroker
 from logbroker import _core
 from logbroker.client import errors
-
-from conftest import CODECS, check_partition_records, make_records, Rec
-from pyclient_helpers import DroppingProxy, consume_all
 
 
 def create(bootstrap: str, topic: str, partitions: int = 1, **config: str) -> None:
@@ -133,8 +131,9 @@ def test_idempotent_retry_after_a_dropped_response_has_no_duplicates(broker):
     create(broker.bootstrap_servers, "idem", 2)
     proxy = DroppingProxy(broker.bootstrap_servers, drop_produce_response=2)
     try:
-        with logbroker.Producer(proxy.bootstrap_servers, linger_ms=1, batch_size=2000,
-                                max_in_flight_requests_per_connection=5) as p:
+        with logbroker.Producer(
+            proxy.bootstrap_servers, linger_ms=1, batch_size=2000, max_in_flight_requests_per_connection=5
+        ) as p:
             futs = [p.send("idem", f"v{i}".encode(), key=f"k{i % 10}".encode()) for i in range(2000)]
             p.flush(30)
             metas = [f.result(0) for f in futs]

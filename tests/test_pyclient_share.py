@@ -13,17 +13,21 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import needs_java, wait_until
 
 import logbroker
 from logbroker import AcknowledgeType, Admin, Broker, NewTopic, Producer, ShareConsumer
-from conftest import needs_java, wait_until
 from logbroker.client import IllegalStateError
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 TP = logbroker.TopicPartition
-CONFIG = {"group.share.enable": "true", "group.share.auto.offset.reset": "earliest",
-          "group.share.record.lock.duration.ms": "2000", "group.share.delivery.count.limit": "3"}
+CONFIG = {
+    "group.share.enable": "true",
+    "group.share.auto.offset.reset": "earliest",
+    "group.share.record.lock.duration.ms": "2000",
+    "group.share.delivery.count.limit": "3",
+}
 
 
 @pytest.fixture
@@ -233,6 +237,7 @@ async def _async_share_app(bs: str, group: str, topic: str, n: int) -> dict:
 
     async def explicit_member() -> None:
         async with aio.ShareConsumer(bs, group, share_acknowledgement_mode="explicit", max_poll_records=20) as c:
+
             async def on_ack(results: dict) -> None:
                 callback_results.append(results)
 
@@ -285,7 +290,6 @@ def test_async_share_consumer_under_trio(share_broker):
 
 
 # -- mixed groups: ours and Java's KafkaShareConsumer ----------------------------------------
-
 
 
 @pytest.fixture(scope="module")

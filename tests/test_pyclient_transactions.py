@@ -66,9 +66,16 @@ def test_consume_transform_produce_with_our_consumer(broker):
     with Producer(bs) as plain:
         for i in range(30):
             plain.send("src", str(i).encode())
-    with Producer(bs, transactional_id="py-etl") as p, \
-            Consumer(bs, group_id="py-etl-g", isolation_level="read_committed", auto_offset_reset="earliest",
-                     enable_auto_commit=False) as c:
+    with (
+        Producer(bs, transactional_id="py-etl") as p,
+        Consumer(
+            bs,
+            group_id="py-etl-g",
+            isolation_level="read_committed",
+            auto_offset_reset="earliest",
+            enable_auto_commit=False,
+        ) as c,
+    ):
         p.init_transactions(30)
         c.subscribe(["src"])
         done = 0

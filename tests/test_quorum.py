@@ -18,6 +18,7 @@ import random
 
 import pytest
 import trio
+import trio.lowlevel
 import trio.testing
 
 from logbroker import _core
@@ -81,8 +82,9 @@ class Sim:
             assert index > last, f"node {n} applied index {index} after {last}"
             applied[index] = data
 
-        node = _core.RaftNode(n, VOTERS, str(self.root / f"node{n}"), election_tick=10, heartbeat_tick=2,
-                              observer=n == OBSERVER)
+        node = _core.RaftNode(
+            n, VOTERS, str(self.root / f"node{n}"), election_tick=10, heartbeat_tick=2, observer=n == OBSERVER
+        )
         driver = QuorumDriver(node, self.transport(n), apply, tick_seconds=0.1, run_sync=inline)
         scope = trio.CancelScope()
         self.scopes[n] = scope
@@ -100,7 +102,7 @@ class Sim:
 
     async def restart(self, n: int) -> None:
         self.crash(n)
-        await trio.sleep(0)
+        await trio.lowlevel.checkpoint()
         self.restarts += 1
         await self.start(n)
 
@@ -240,8 +242,10 @@ def test_raft_safety_under_faults(seed, tmp_path):
             assert log.get(index) == data, f"seed {seed}: acknowledged record {data!r} at {index} lost on node {n}"
     assert sim.acked, f"seed {seed}: nothing committed"
     assert sim.leaders, f"seed {seed}: no leader ever"
-    print(f"seed {seed}: {len(sim.acked)} acknowledged, {max(sim.applied[1])} applied, "
-          f"{len(sim.leaders)} terms with a leader, {sim.restarts} restarts")
+    print(
+        f"seed {seed}: {len(sim.acked)} acknowledged, {max(sim.applied[1])} applied, "
+        f"{len(sim.leaders)} terms with a leader, {sim.restarts} restarts"
+    )
 
 
 def test_elects_one_leader_and_replicates(tmp_path):
@@ -264,6 +268,7 @@ def test_elects_one_leader_and_replicates(tmp_path):
 
 def test_restart_keeps_the_log_and_votes(tmp_path):
     """A node's committed records and hard state survive a restart (they were fsynced)."""
+
     async def main():
         async with trio.open_nursery() as nursery:
             sim = Sim(random.Random(1), tmp_path, nursery)
@@ -282,7 +287,7 @@ def test_restart_keeps_the_log_and_votes(tmp_path):
             await sim.wait_applied(idx, 5)
             for n in VOTERS:
                 records = [d for d in sim.applied[n].values()]
-                assert records[: 5] == [f"r{i}".encode() for i in range(5)] and records[-1] == b"after"
+                assert records[:5] == [f"r{i}".encode() for i in range(5)] and records[-1] == b"after"
             assert sim.drivers[1].node.term >= term
             nursery.cancel_scope.cancel()
 
@@ -305,6 +310,7 @@ def test_an_observer_follows_the_log_forwards_proposals_and_never_votes(tmp_path
     """The leader adds the observer as a learner; it applies what the voters apply, its
     proposals commit through the leader, it keeps its log across a restart, and the quorum
     goes on electing among the voters alone (the observer never campaigns, even isolated)."""
+
     async def main():
         async with trio.open_nursery() as nursery:
             sim = Sim(random.Random(3), tmp_path, nursery)
@@ -319,8 +325,9 @@ def test_an_observer_follows_the_log_forwards_proposals_and_never_votes(tmp_path
                     await trio.sleep(0.05)
             mine = await sim.drivers[OBSERVER].propose(b"from the observer", timeout=10)
             await sim.wait_applied(mine, 5)
-            assert all(sim.applied[n][first] == b"from a voter" and sim.applied[n][mine] == b"from the observer"
-                       for n in NODES)
+            assert all(
+                sim.applied[n][first] == b"from a voter" and sim.applied[n][mine] == b"from the observer" for n in NODES
+            )
             # isolated for many election timeouts, the observer stays a follower
             for m in VOTERS:
                 sim.cut.add(frozenset((OBSERVER, m)))
@@ -331,7 +338,9 @@ def test_an_observer_follows_the_log_forwards_proposals_and_never_votes(tmp_path
             await sim.restart(OBSERVER)
             later = await sim.drivers[2].propose(b"after the restart", timeout=10)
             await sim.wait_applied(later, 10)
-            assert sim.applied[OBSERVER][first] == b"from a voter" and sim.applied[OBSERVER][later] == b"after the restart"
+            assert (
+                sim.applied[OBSERVER][first] == b"from a voter" and sim.applied[OBSERVER][later] == b"after the restart"
+            )
             leader = next(n for n in VOTERS if sim.drivers[n].node.role == "leader")
             assert OBSERVER in sim.drivers[leader].node.learners
             assert [p[0] for p in sim.drivers[leader].node.progress()] == NODES
@@ -343,6 +352,7 @@ def test_an_observer_follows_the_log_forwards_proposals_and_never_votes(tmp_path
 def test_a_vote_request_from_outside_the_voters_is_refused(tmp_path):
     """Only answers and proposals are taken from a node outside the voters: a vote request
     from it (a misconfigured node) is an error, and nothing changes."""
+
     async def main():
         async with trio.open_nursery() as nursery:
             sim = Sim(random.Random(5), tmp_path, nursery)
@@ -388,7 +398,8 @@ def test_leader_failover_elects_a_new_leader_within_a_few_election_timeouts(tmp_
             nursery.start_soon(sim.watch_leaders)
             for round_ in range(3):
                 idx = await sim.drivers[next(n for n in VOTERS if sim.drivers[n])].propose(
-                    f"before-{round_}".encode(), timeout=10)
+                    f"before-{round_}".encode(), timeout=10
+                )
                 leader = next(n for n, d in sim.drivers.items() if d and d.node.role == "leader")
                 sim.crash(leader)
                 t0 = trio.current_time()

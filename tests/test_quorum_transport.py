@@ -8,8 +8,8 @@ import logging
 import socket
 
 import trio
-
 from conftest import free_port
+
 from logbroker import _core
 from logbroker.coord.metadata.quorum import QuorumDriver
 from logbroker.coord.metadata.quorum_transport import QuorumTransport
@@ -101,8 +101,11 @@ def test_a_peer_of_another_cluster_is_refused(tmp_path, caplog):
             nursery.cancel_scope.cancel()
 
     trio.run(main)
-    assert any("belongs to cluster 'other', this node to 'c1'" in r.getMessage()
-               or "belongs to cluster 'c1', this node to 'other'" in r.getMessage() for r in caplog.records)
+    assert any(
+        "belongs to cluster 'other', this node to 'c1'" in r.getMessage()
+        or "belongs to cluster 'c1', this node to 'other'" in r.getMessage()
+        for r in caplog.records
+    )
 
 
 def test_garbage_on_the_controller_port_is_closed_and_harmless(tmp_path, caplog):
@@ -125,7 +128,6 @@ def test_garbage_on_the_controller_port_is_closed_and_harmless(tmp_path, caplog)
 
     trio.run(main)
     assert any("is not a controller-quorum peer" in r.getMessage() for r in caplog.records)
-
 
 
 def test_a_connection_broken_while_writing_does_not_end_the_node(tmp_path, monkeypatch):
@@ -159,4 +161,3 @@ def test_a_connection_broken_while_writing_does_not_end_the_node(tmp_path, monke
 
     trio.run(main)
     assert calls["n"] >= 3, "a write was broken"
-

@@ -11,10 +11,10 @@ import time
 import urllib.request
 
 from confluent_kafka import Producer
-
 from conftest import wait_until
-from logbroker import Cluster
 from replication_helpers import FAST, create, full_isr, layout, produce_all, stored
+
+from logbroker import Cluster
 
 
 def test_followers_replicate_and_the_isr_grows(tmp_path):
@@ -63,8 +63,15 @@ def test_kill_the_leader_during_acks_all_produce_loses_nothing(tmp_path):
                 else:
                     failed.append(str(err))
 
-            p = Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all", "enable.idempotence": True,
-                          "linger.ms": 2, "message.timeout.ms": 60000})
+            p = Producer(
+                {
+                    "bootstrap.servers": cluster.bootstrap_servers,
+                    "acks": "all",
+                    "enable.idempotence": True,
+                    "linger.ms": 2,
+                    "message.timeout.ms": 60000,
+                }
+            )
             i = 0
             while not stop.is_set():
                 p.produce("fo", value=f"r{i}".encode(), on_delivery=done)
@@ -79,16 +86,30 @@ def test_kill_the_leader_during_acks_all_produce_loses_nothing(tmp_path):
         wait_until(lambda: len(acked) > 2000, what="records acknowledged before the kill")
         cluster.node(old_leader).kill()
         killed_at = len(acked)
-        new_leader = wait_until(lambda: next((v[0] for v in [layout(cluster.node(1 if old_leader != 1 else 2))[("fo", 0)]]
-                                              if v[0] not in (-1, old_leader)), None), what="a new leader")
+        new_leader = wait_until(
+            lambda: next(
+                (
+                    v[0]
+                    for v in [layout(cluster.node(1 if old_leader != 1 else 2))[("fo", 0)]]
+                    if v[0] not in (-1, old_leader)
+                ),
+                None,
+            ),
+            what="a new leader",
+        )
         wait_until(lambda: len(acked) > killed_at + 2000, timeout=60, what="records acknowledged by the new leader")
         cluster.node(old_leader).start()
-        wait_until(lambda: sorted(layout(cluster.node(new_leader))[("fo", 0)][3]) == [1, 2, 3], timeout=60,
-                   what="the old leader back in the ISR")
+        wait_until(
+            lambda: sorted(layout(cluster.node(new_leader))[("fo", 0)][3]) == [1, 2, 3],
+            timeout=60,
+            what="the old leader back in the ISR",
+        )
         stop.set()
         t.join(120)
         assert not failed, failed[:5]
-        c = Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": "fo-check", "enable.auto.commit": False})
+        c = Consumer(
+            {"bootstrap.servers": cluster.bootstrap_servers, "group.id": "fo-check", "enable.auto.commit": False}
+        )
         c.assign([TopicPartition("fo", 0, 0)])
         got: list[tuple[int, bytes]] = []
         hw = c.get_watermark_offsets(TopicPartition("fo", 0), timeout=10)[1]
@@ -121,8 +142,15 @@ def test_a_new_partition_replicates_at_once(tmp_path):
       after 10 ms, doubling, rather than after the whole back-off.
     Either way the first acks=all produces to each new topic are acknowledged in well under
     the 10 s (the ISR is full and min.insync.replicas is 3, so the followers must have them)."""
-    config = dict(FAST, **{"replica.fetch.wait.max.ms": 10000, "replica.lag.time.max.ms": 30000,
-                           "replica.fetch.backoff.ms": 10000, "min.insync.replicas": 3})
+    config = dict(
+        FAST,
+        **{
+            "replica.fetch.wait.max.ms": 10000,
+            "replica.lag.time.max.ms": 30000,
+            "replica.fetch.backoff.ms": 10000,
+            "min.insync.replicas": 3,
+        },
+    )
     with Cluster(3, data_dir=tmp_path, config=config) as cluster:
         create(cluster.node(1), "warm", 3, 3)  # a partition led by each node: every fetcher exists
         full_isr(cluster, "warm", 3)
@@ -160,8 +188,11 @@ def test_a_stopped_follower_stays_out_of_the_isr(tmp_path):
         pid = cluster.node(follower).pid
         os.kill(pid, signal.SIGSTOP)
         try:
-            wait_until(lambda: follower not in layout(cluster.node(leader))[("stop", 0)][3], timeout=30,
-                       what=f"follower {follower} shrunk out of the ISR")
+            wait_until(
+                lambda: follower not in layout(cluster.node(leader))[("stop", 0)][3],
+                timeout=30,
+                what=f"follower {follower} shrunk out of the ISR",
+            )
             deadline = time.monotonic() + 3
             while time.monotonic() < deadline:
                 isr = layout(cluster.node(leader))[("stop", 0)][3]
@@ -205,9 +236,12 @@ def test_followers_fetch_in_incremental_sessions_and_replicate_without_them(tmp_
                 assert len(acked) == 400
             for n in cluster.nodes:
                 want = (2, led[n.node_id]) if slots else (0, 0)
-                wait_until(lambda n=n, want=want: (_scrape_gauge(n.metrics_url, sessions),
-                                                   _scrape_gauge(n.metrics_url, cached)) == want,
-                           what=f"node {n.node_id}: (sessions, partitions cached) = {want}")
+                wait_until(
+                    lambda n=n, want=want: (
+                        (_scrape_gauge(n.metrics_url, sessions), _scrape_gauge(n.metrics_url, cached)) == want
+                    ),
+                    what=f"node {n.node_id}: (sessions, partitions cached) = {want}",
+                )
             acked = produce_all(cluster.bootstrap_servers, "s0", 200, **{"linger.ms": 0})
             assert len(acked) == 200
 

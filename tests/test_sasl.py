@@ -18,19 +18,27 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, Producer
-from confluent_kafka.admin import AdminClient, NewTopic, UserScramCredentialUpsertion, ScramCredentialInfo, ScramMechanism
-
+from confluent_kafka.admin import (
+    AdminClient,
+    NewTopic,
+    ScramCredentialInfo,
+    ScramMechanism,
+    UserScramCredentialUpsertion,
+)
 from conftest import needs_java, rdkafka_values
+from test_tls import Pki
+
 import logbroker
 from logbroker.client.connection import BrokerConnection, ClientError
 from logbroker.protocol import REQUESTS, ErrorCode
-from test_tls import Pki
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 ADMIN_PASSWORD = "admin-secret"
-JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" '
-        f'password="{ADMIN_PASSWORD}" user_admin="{ADMIN_PASSWORD}" user_alice="alice-secret";')
+JAAS = (
+    'org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" '
+    f'password="{ADMIN_PASSWORD}" user_admin="{ADMIN_PASSWORD}" user_alice="alice-secret";'
+)
 SCRAM_USERS = {"bob": ("SCRAM-SHA-256", "bob-secret"), "carol": ("SCRAM-SHA-512", "carol-secret")}
 
 
@@ -40,8 +48,14 @@ def sasl_broker(tmp_path: Path, listener: str = "SASL_PLAINTEXT", **settings) ->
 
 
 def rd(bs: str, mechanism: str, user: str, password: str, protocol: str = "SASL_PLAINTEXT", **extra) -> dict:
-    return {"bootstrap.servers": bs, "security.protocol": protocol, "sasl.mechanism": mechanism,
-            "sasl.username": user, "sasl.password": password, **extra}
+    return {
+        "bootstrap.servers": bs,
+        "security.protocol": protocol,
+        "sasl.mechanism": mechanism,
+        "sasl.username": user,
+        "sasl.password": password,
+        **extra,
+    }
 
 
 def admin_conf(bs: str, **extra) -> dict:
@@ -50,9 +64,12 @@ def admin_conf(bs: str, **extra) -> dict:
 
 def add_scram_users(bs: str, **extra) -> None:
     admin = AdminClient(admin_conf(bs, **extra))
-    ups = [UserScramCredentialUpsertion(user, ScramCredentialInfo(getattr(ScramMechanism, m.replace("-", "_")), 4096),
-                                        password.encode())
-           for user, (m, password) in SCRAM_USERS.items()]
+    ups = [
+        UserScramCredentialUpsertion(
+            user, ScramCredentialInfo(getattr(ScramMechanism, m.replace("-", "_")), 4096), password.encode()
+        )
+        for user, (m, password) in SCRAM_USERS.items()
+    ]
     for fut in admin.alter_user_scram_credentials(ups).values():
         fut.result(30)
 
@@ -97,13 +114,16 @@ def test_librdkafka_plain_and_scram(tmp_path):
         assert sorted(roundtrip(rd(bs, "PLAIN", "bob", "bob-secret"), "s-bob2")) == expected("s-bob2")
 
 
-@pytest.mark.parametrize("mechanism,user,password", [
-    ("PLAIN", "alice", "wrong"),
-    ("PLAIN", "nobody", "x"),
-    ("SCRAM-SHA-256", "bob", "wrong"),
-    ("SCRAM-SHA-512", "bob", "bob-secret"),  # bob has only a SCRAM-SHA-256 credential
-    ("SCRAM-SHA-256", "nobody", "x"),
-])
+@pytest.mark.parametrize(
+    "mechanism,user,password",
+    [
+        ("PLAIN", "alice", "wrong"),
+        ("PLAIN", "nobody", "x"),
+        ("SCRAM-SHA-256", "bob", "wrong"),
+        ("SCRAM-SHA-512", "bob", "bob-secret"),  # bob has only a SCRAM-SHA-256 credential
+        ("SCRAM-SHA-256", "nobody", "x"),
+    ],
+)
 def test_librdkafka_wrong_credentials_fail_fast(tmp_path, mechanism, user, password):
     with sasl_broker(tmp_path) as b:
         bs = b.bootstrap_servers
@@ -120,28 +140,38 @@ def test_kafka_python_plain_and_scram(tmp_path, caplog):
     with sasl_broker(tmp_path) as b:
         bs = b.bootstrap_servers
         add_scram_users(bs)
-        for mechanism, user, password in [("PLAIN", "alice", "alice-secret"), ("SCRAM-SHA-256", "bob", "bob-secret"),
-                                          ("SCRAM-SHA-512", "carol", "carol-secret")]:
-            auth = {"security_protocol": "SASL_PLAINTEXT", "sasl_mechanism": mechanism,
-                    "sasl_plain_username": user, "sasl_plain_password": password}
+        for mechanism, user, password in [
+            ("PLAIN", "alice", "alice-secret"),
+            ("SCRAM-SHA-256", "bob", "bob-secret"),
+            ("SCRAM-SHA-512", "carol", "carol-secret"),
+        ]:
+            auth = {
+                "security_protocol": "SASL_PLAINTEXT",
+                "sasl_mechanism": mechanism,
+                "sasl_plain_username": user,
+                "sasl_plain_password": password,
+            }
             topic = f"kp-{user}"
             kp = KafkaProducer(bootstrap_servers=bs, **auth)
             for i in range(50):
                 kp.send(topic, b"%d" % i)
             kp.flush(30)
             kp.close()
-            kc = KafkaConsumer(topic, bootstrap_servers=bs, auto_offset_reset="earliest", consumer_timeout_ms=10000,
-                               **auth)
+            kc = KafkaConsumer(
+                topic, bootstrap_servers=bs, auto_offset_reset="earliest", consumer_timeout_ms=10000, **auth
+            )
             assert sorted(int(m.value) for m in kc) == list(range(50))
             kc.close()
         # A wrong password, in a process of its own (kafka-python leaks sockets when it fails).
-        code = ("import logging\nlogging.basicConfig(level=logging.ERROR)\nfrom kafka import KafkaProducer\n"
-                "try:\n"
-                f"    KafkaProducer(bootstrap_servers={bs!r}, security_protocol='SASL_PLAINTEXT',\n"
-                "                  sasl_mechanism='SCRAM-SHA-256', sasl_plain_username='bob',\n"
-                "                  sasl_plain_password='wrong', max_block_ms=5000)\n"
-                "except Exception as e:\n"
-                "    print(type(e).__name__, e)\n")
+        code = (
+            "import logging\nlogging.basicConfig(level=logging.ERROR)\nfrom kafka import KafkaProducer\n"
+            "try:\n"
+            f"    KafkaProducer(bootstrap_servers={bs!r}, security_protocol='SASL_PLAINTEXT',\n"
+            "                  sasl_mechanism='SCRAM-SHA-256', sasl_plain_username='bob',\n"
+            "                  sasl_plain_password='wrong', max_block_ms=5000)\n"
+            "except Exception as e:\n"
+            "    print(type(e).__name__, e)\n"
+        )
         r = subprocess.run([sys.executable, "-W", "ignore", "-c", code], capture_output=True, text=True, timeout=60)
         # It gives up at max_block_ms ("Unable to bootstrap"); whether it logs the broker's
         # message first depends on whether it reads the answer before the close (Kafka delays
@@ -157,32 +187,64 @@ def test_java_client_scram(tmp_path):
 
     tools = install()
     props = tmp_path / "client.properties"
-    props.write_text("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=SCRAM-SHA-512\n"
-                     "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required "
-                     'username="carol" password="carol-secret";\n')
+    props.write_text(
+        "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=SCRAM-SHA-512\n"
+        "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required "
+        'username="carol" password="carol-secret";\n'
+    )
     with sasl_broker(tmp_path) as b:
         bs = b.bootstrap_servers
         add_scram_users(bs)
         lines = [f"java-sasl-{i}" for i in range(100)]
-        cmd = tools.tools_java("org.apache.kafka.tools.ConsoleProducer", [
-            "--bootstrap-server", bs, "--topic", "java-sasl", "--command-config", str(props)])
+        cmd = tools.tools_java(
+            "org.apache.kafka.tools.ConsoleProducer",
+            ["--bootstrap-server", bs, "--topic", "java-sasl", "--command-config", str(props)],
+        )
         r = subprocess.run(cmd, input="".join(line + "\n" for line in lines).encode(), capture_output=True, timeout=120)
         assert r.returncode == 0, r.stderr.decode()[-3000:]
-        cmd = tools.tools_java("org.apache.kafka.tools.consumer.ConsoleConsumer", [
-            "--bootstrap-server", bs, "--topic", "java-sasl", "--from-beginning", "--max-messages", "100",
-            "--timeout-ms", "60000", "--command-config", str(props)])
+        cmd = tools.tools_java(
+            "org.apache.kafka.tools.consumer.ConsoleConsumer",
+            [
+                "--bootstrap-server",
+                bs,
+                "--topic",
+                "java-sasl",
+                "--from-beginning",
+                "--max-messages",
+                "100",
+                "--timeout-ms",
+                "60000",
+                "--command-config",
+                str(props),
+            ],
+        )
         r = subprocess.run(cmd, capture_output=True, timeout=120)
         assert r.returncode == 0, r.stderr.decode()[-3000:]
         assert r.stdout.decode().splitlines() == lines
         # A wrong password: the tool fails with Kafka's authentication error, it does not hang.
         bad = tmp_path / "bad.properties"
         bad.write_text(props.read_text().replace("carol-secret", "wrong"))
-        cmd = tools.tools_java("org.apache.kafka.tools.consumer.ConsoleConsumer", [
-            "--bootstrap-server", bs, "--topic", "java-sasl", "--from-beginning", "--max-messages", "1",
-            "--timeout-ms", "20000", "--command-config", str(bad)])
+        cmd = tools.tools_java(
+            "org.apache.kafka.tools.consumer.ConsoleConsumer",
+            [
+                "--bootstrap-server",
+                bs,
+                "--topic",
+                "java-sasl",
+                "--from-beginning",
+                "--max-messages",
+                "1",
+                "--timeout-ms",
+                "20000",
+                "--command-config",
+                str(bad),
+            ],
+        )
         r = subprocess.run(cmd, capture_output=True, timeout=120)  # (the tool exits 0 all the same)
-        assert "SaslAuthenticationException: Authentication failed during authentication due to invalid " \
-               "credentials with SASL mechanism SCRAM-SHA-512" in r.stderr.decode(), r.stderr.decode()[-3000:]
+        assert (
+            "SaslAuthenticationException: Authentication failed during authentication due to invalid "
+            "credentials with SASL mechanism SCRAM-SHA-512" in r.stderr.decode()
+        ), r.stderr.decode()[-3000:]
         assert "Processed a total of 0 messages" in r.stderr.decode()
 
 
@@ -194,7 +256,9 @@ def test_sasl_ssl_with_librdkafka(tmp_path):
         add_scram_users(bs, **{"security.protocol": "SASL_SSL", "ssl.ca.location": str(pki.ca_pem)})
         conf = rd(bs, "SCRAM-SHA-256", "bob", "bob-secret", "SASL_SSL", **tls)
         assert sorted(roundtrip(conf, "ssl-bob")) == expected("ssl-bob")
-        assert "Authentication failed" in authentication_error(rd(bs, "SCRAM-SHA-256", "bob", "wrong", "SASL_SSL", **tls))
+        assert "Authentication failed" in authentication_error(
+            rd(bs, "SCRAM-SHA-256", "bob", "wrong", "SASL_SSL", **tls)
+        )
 
 
 # --- the protocol, byte by byte ------------------------------------------------------------
@@ -284,9 +348,11 @@ def test_a_failed_authentication_is_answered_after_the_delay(tmp_path, conns):
 def test_oversize_and_garbage_before_authentication_close_the_connection(tmp_path):
     with sasl_broker(tmp_path, sasl_server_max_receive_size=4096) as b:
         host, port = b.address
-        for payload in [struct.pack(">i", 100_000) + b"x" * 10_000,  # larger than sasl.server.max.receive.size
-                        b"\x16\x03\x01\x00\xa5" + b"\x00" * 200,  # a TLS ClientHello to a plaintext port
-                        struct.pack(">i", 12) + b"\xff" * 12]:  # a header that does not decode
+        for payload in [
+            struct.pack(">i", 100_000) + b"x" * 10_000,  # larger than sasl.server.max.receive.size
+            b"\x16\x03\x01\x00\xa5" + b"\x00" * 200,  # a TLS ClientHello to a plaintext port
+            struct.pack(">i", 12) + b"\xff" * 12,
+        ]:  # a header that does not decode
             with socket.create_connection((host, port), timeout=10) as s:
                 s.sendall(payload)
                 try:
@@ -355,10 +421,13 @@ def test_session_lifetime_reauthentication(tmp_path, conns, caplog):
         assert sum("authenticated as User:bob" in m for m in lines) >= 4, lines
 
 
-@pytest.mark.parametrize("settings,message", [
-    ({"sasl_enabled_mechanisms": "GSSAPI"}, "GSSAPI"),
-    ({"sasl_enabled_mechanisms": ""}, "empty"),
-])
+@pytest.mark.parametrize(
+    "settings,message",
+    [
+        ({"sasl_enabled_mechanisms": "GSSAPI"}, "GSSAPI"),
+        ({"sasl_enabled_mechanisms": ""}, "empty"),
+    ],
+)
 def test_bad_sasl_settings_stop_the_start(tmp_path, settings, message):
     with pytest.raises(Exception) as e:
         with sasl_broker(tmp_path, **settings):
@@ -380,7 +449,8 @@ def test_a_deleted_user_is_refused_at_the_next_reauthentication(tmp_path):
         from confluent_kafka.admin import UserScramCredentialDeletion
 
         for fut in admin.alter_user_scram_credentials(
-                [UserScramCredentialDeletion("bob", ScramMechanism.SCRAM_SHA_256)]).values():
+            [UserScramCredentialDeletion("bob", ScramMechanism.SCRAM_SHA_256)]
+        ).values():
             fut.result(30)
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline and not any(e.code() == KafkaError._AUTHENTICATION for e in errors):

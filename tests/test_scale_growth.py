@@ -33,8 +33,10 @@ def test_create_and_restart_cost_per_partition_does_not_grow(nodes, partitions):
     assert r["create_ratio"] <= LIMIT, (
         f"CreateTopics on {nodes} node(s): the last batches cost {r['create_last_cpu_ms_per_topic']:.2f} CPU ms per "
         f"topic, the first {r['create_first_cpu_ms_per_topic']:.2f} ({r['create_ratio']:.2f}x): the cost of a new topic grows "
-        f"with the topics that exist\n{shown}")
+        f"with the topics that exist\n{shown}"
+    )
     assert r["restart_ratio"] <= LIMIT, (
         f"restart on {nodes} node(s): {r['restart_cpu_ms_per_partition_late']:.3f} CPU ms per partition from half to "
         f"all, {r['restart_cpu_ms_per_partition_early']:.3f} from a tenth to half ({r['restart_ratio']:.2f}x): "
-        f"the cost of a partition at startup grows with the partitions that exist\n{shown}")
+        f"the cost of a partition at startup grows with the partitions that exist\n{shown}"
+    )

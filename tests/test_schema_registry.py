@@ -18,12 +18,25 @@ from confluent_kafka.serialization import MessageField, SerializationContext
 
 from logbroker import Broker
 
-V1 = json.dumps({"type": "record", "name": "User", "namespace": "lb.test", "fields": [
-    {"name": "name", "type": "string"}]})
-V2 = json.dumps({"type": "record", "name": "User", "namespace": "lb.test", "fields": [
-    {"name": "name", "type": "string"}, {"name": "age", "type": "int", "default": -1}]})
-NO_DEFAULT = json.dumps({"type": "record", "name": "User", "namespace": "lb.test", "fields": [
-    {"name": "name", "type": "string"}, {"name": "email", "type": "string"}]})
+V1 = json.dumps(
+    {"type": "record", "name": "User", "namespace": "lb.test", "fields": [{"name": "name", "type": "string"}]}
+)
+V2 = json.dumps(
+    {
+        "type": "record",
+        "name": "User",
+        "namespace": "lb.test",
+        "fields": [{"name": "name", "type": "string"}, {"name": "age", "type": "int", "default": -1}],
+    }
+)
+NO_DEFAULT = json.dumps(
+    {
+        "type": "record",
+        "name": "User",
+        "namespace": "lb.test",
+        "fields": [{"name": "name", "type": "string"}, {"name": "email", "type": "string"}],
+    }
+)
 
 
 def registry_url(b: Broker) -> str:
@@ -33,8 +46,9 @@ def registry_url(b: Broker) -> str:
 
 def http(method: str, url: str, body: dict | None = None) -> tuple[int, object]:
     data = None if body is None else json.dumps(body).encode()
-    req = urllib.request.Request(url, data=data, method=method,
-                                 headers={"Content-Type": "application/vnd.schemaregistry.v1+json"})
+    req = urllib.request.Request(
+        url, data=data, method=method, headers={"Content-Type": "application/vnd.schemaregistry.v1+json"}
+    )
     try:
         with urllib.request.urlopen(req, timeout=30) as r:
             return r.status, json.loads(r.read() or b"null")
@@ -114,10 +128,12 @@ def test_versions_ids_and_compatibility(broker, clients):
 
 def test_errors_are_confluents(broker):
     url = registry_url(broker)
-    assert http("GET", f"{url}/subjects/nope/versions") == (404, {"error_code": 40401,
-                                                                  "message": "Subject 'nope' not found."})
+    assert http("GET", f"{url}/subjects/nope/versions") == (
+        404,
+        {"error_code": 40401, "message": "Subject 'nope' not found."},
+    )
     assert http("GET", f"{url}/schemas/ids/999")[1]["error_code"] == 40403
-    status, body = http("POST", f"{url}/subjects/bad/versions", {"schema": "{\"type\": \"recrd\"}"})
+    status, body = http("POST", f"{url}/subjects/bad/versions", {"schema": '{"type": "recrd"}'})
     assert status == 422 and body["error_code"] == 42201
     http("POST", f"{url}/subjects/x/versions", {"schema": V1})
     assert http("GET", f"{url}/subjects/x/versions/7")[1]["error_code"] == 40402
@@ -168,6 +184,7 @@ def test_registry_survives_a_restart(tmp_path, clients):
 
 def wait_for(fn, timeout: float = 30.0):
     import time
+
     deadline = time.monotonic() + timeout
     while True:
         try:
@@ -217,15 +234,19 @@ def test_every_node_serves_the_registry_and_it_survives_the_leaders_death(client
         for t in threads:
             t.join(60)
         assert len(results) == 2
-        versions = wait_for(lambda: len(srs[alive[0]].get_versions("race-value")) == 2
-                            and srs[alive[0]].get_versions("race-value"))
+        versions = wait_for(
+            lambda: len(srs[alive[0]].get_versions("race-value")) == 2 and srs[alive[0]].get_versions("race-value")
+        )
         assert versions == [1, 2]
         by_version = {v: srs[alive[1]].get_version("race-value", v).schema_id for v in (1, 2)}
         assert sorted(by_version.values()) == sorted(results.values())
 
 
-PERSON = {"type": "object", "properties": {"name": {"type": "string"}, "age": {"type": "integer"}},
-          "required": ["name"]}
+PERSON = {
+    "type": "object",
+    "properties": {"name": {"type": "string"}, "age": {"type": "integer"}},
+    "required": ["name"],
+}
 
 
 def test_json_schema_serializer_and_compatibility(broker, clients):
@@ -255,10 +276,12 @@ def test_json_schema_serializer_and_compatibility(broker, clients):
     sr.set_compatibility("closed-value", "BACKWARD")
     closed = {**PERSON, "additionalProperties": False}
     sr.register_schema("closed-value", Schema(json.dumps(closed), "JSON"))
-    assert sr.test_compatibility("closed-value", Schema(json.dumps({**with_email, "additionalProperties": False}),
-                                                         "JSON"))
-    status, body = http("POST", f"{url}/subjects/bad-json/versions",
-                        {"schemaType": "JSON", "schema": json.dumps({"type": "strin"})})
+    assert sr.test_compatibility(
+        "closed-value", Schema(json.dumps({**with_email, "additionalProperties": False}), "JSON")
+    )
+    status, body = http(
+        "POST", f"{url}/subjects/bad-json/versions", {"schemaType": "JSON", "schema": json.dumps({"type": "strin"})}
+    )
     assert status == 422 and body["error_code"] == 42201 and "strin" in body["message"]
     # a subject's schema type does not change under a compatibility level
     status, body = http("POST", f"{url}/subjects/people-value/versions", {"schema": V1})
@@ -272,27 +295,56 @@ def test_basic_authentication_and_acls(tmp_path, clients):
     denied; unreadable subjects and ids are not listed or found); super users do anything."""
     import base64
 
-    from confluent_kafka.admin import (AclBinding, AclOperation, AclPermissionType, AdminClient, ResourcePatternType,
-                                       ResourceType, ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion)
+    from confluent_kafka.admin import (
+        AclBinding,
+        AclOperation,
+        AclPermissionType,
+        AdminClient,
+        ResourcePatternType,
+        ResourceType,
+        ScramCredentialInfo,
+        ScramMechanism,
+        UserScramCredentialUpsertion,
+    )
 
-    jaas = ('org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" '
-            'password="admin-secret" user_admin="admin-secret" user_alice="alice-secret";')
-    config = {"listener.name.sasl_plaintext.plain.sasl.jaas.config": jaas,
-              "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
-              "super.users": "User:admin", "schema.registry.listen": "127.0.0.1:0",
-              "schema.registry.authentication.method": "BASIC"}
+    jaas = (
+        'org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" '
+        'password="admin-secret" user_admin="admin-secret" user_alice="alice-secret";'
+    )
+    config = {
+        "listener.name.sasl_plaintext.plain.sasl.jaas.config": jaas,
+        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        "super.users": "User:admin",
+        "schema.registry.listen": "127.0.0.1:0",
+        "schema.registry.authentication.method": "BASIC",
+    }
     with Broker(data_dir=tmp_path / "d", listener="SASL_PLAINTEXT", config=config) as b:
-        kafka_admin = AdminClient({"bootstrap.servers": b.bootstrap_servers, "security.protocol": "SASL_PLAINTEXT",
-                                   "sasl.mechanism": "PLAIN", "sasl.username": "admin",
-                                   "sasl.password": "admin-secret"})
-        for fut in kafka_admin.alter_user_scram_credentials([UserScramCredentialUpsertion(
-                "bob", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096), b"bob-secret")]).values():
+        kafka_admin = AdminClient(
+            {
+                "bootstrap.servers": b.bootstrap_servers,
+                "security.protocol": "SASL_PLAINTEXT",
+                "sasl.mechanism": "PLAIN",
+                "sasl.username": "admin",
+                "sasl.password": "admin-secret",
+            }
+        )
+        for fut in kafka_admin.alter_user_scram_credentials(
+            [
+                UserScramCredentialUpsertion(
+                    "bob", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096), b"bob-secret"
+                )
+            ]
+        ).values():
             fut.result(30)
         url = registry_url(b)
 
         def call(method: str, path: str, user: str | None, password: str = "", body: dict | None = None):
-            req = urllib.request.Request(url + path, method=method, data=None if body is None else json.dumps(body).encode(),
-                                         headers={"Content-Type": "application/json"})
+            req = urllib.request.Request(
+                url + path,
+                method=method,
+                data=None if body is None else json.dumps(body).encode(),
+                headers={"Content-Type": "application/json"},
+            )
             if user is not None:
                 req.add_header("Authorization", "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode())
             try:
@@ -311,8 +363,12 @@ def test_basic_authentication_and_acls(tmp_path, clients):
         assert call("GET", "/subjects", "bob", "bob-secret")[:2] == (200, [])
         status, body, _ = call("POST", "/subjects/orders-value/versions", "bob", "bob-secret", {"schema": V1})
         assert (status, body["error_code"]) == (403, 40301) and "WRITE" in body["message"]
-        bindings = [AclBinding(ResourceType.TOPIC, "orders", ResourcePatternType.LITERAL, "User:bob", "*", op,
-                               AclPermissionType.ALLOW) for op in (AclOperation.WRITE, AclOperation.DESCRIBE)]
+        bindings = [
+            AclBinding(
+                ResourceType.TOPIC, "orders", ResourcePatternType.LITERAL, "User:bob", "*", op, AclPermissionType.ALLOW
+            )
+            for op in (AclOperation.WRITE, AclOperation.DESCRIBE)
+        ]
         for fut in kafka_admin.create_acls(bindings).values():
             fut.result(30)
         bob = clients(url, basic_auth_user_info="bob:bob-secret")
@@ -329,7 +385,7 @@ def test_basic_authentication_and_acls(tmp_path, clients):
         assert admin_sr.get_subjects() == ["orders-value", "payments-value"]
 
 
-USER_PROTO = '''syntax = "proto3";
+USER_PROTO = """syntax = "proto3";
 package lb.test;
 
 import "google/protobuf/timestamp.proto";
@@ -352,7 +408,7 @@ message Person {
     ADMIN = 1;
   }
 }
-'''
+"""
 
 
 def test_protobuf_text_and_serialized(broker, clients):
@@ -367,6 +423,7 @@ def test_protobuf_text_and_serialized(broker, clients):
     status, body = http("GET", f"{url}/schemas/ids/{sid}?format=serialized")
     assert status == 200
     from google.protobuf import descriptor_pb2, descriptor_pool, timestamp_pb2  # noqa: F401
+
     fd = descriptor_pb2.FileDescriptorProto.FromString(__import__("base64").b64decode(body["schema"]))
     pool = descriptor_pool.DescriptorPool()
     pool.Add(descriptor_pb2.FileDescriptorProto.FromString(timestamp_pb2.DESCRIPTOR.serialized_pb))
@@ -377,12 +434,14 @@ def test_protobuf_text_and_serialized(broker, clients):
     assert person.fields_by_name["seen"].message_type.full_name == "google.protobuf.Timestamp"
     # the same schema as a base64 descriptor is the same schema: same id, no new version
     from google.protobuf import message_factory
+
     cls = message_factory.GetMessageClass(person)
     b64 = __import__("base64").b64encode(fd.SerializeToString()).decode()
     assert sr.register_schema("proto-value", Schema(b64, "PROTOBUF")) == sid
     assert sr.get_versions("proto-value") == [1]
     # Confluent's Protobuf serializer and deserializer with a message class of that descriptor
     from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer, ProtobufSerializer
+
     ser = ProtobufSerializer(cls, sr, {"use.deprecated.format": False})
     de = ProtobufDeserializer(cls, {"use.deprecated.format": False})
     ctx = SerializationContext("proto", MessageField.VALUE)
@@ -399,8 +458,11 @@ def test_protobuf_text_and_serialized(broker, clients):
     assert compatible(USER_PROTO.replace("  string name = 1;\n", "  bytes name = 1;\n"))  # wire-compatible
     assert not compatible(USER_PROTO.replace("  string name = 1;\n", "  int64 name = 1;\n"))
     assert not compatible(USER_PROTO.replace("package lb.test;", "package lb.other;"))
-    status, body = http("POST", f"{url}/subjects/bad-proto/versions",
-                        {"schemaType": "PROTOBUF", "schema": "syntax = \"proto3\"; message M { Missing m = 1; }"})
+    status, body = http(
+        "POST",
+        f"{url}/subjects/bad-proto/versions",
+        {"schemaType": "PROTOBUF", "schema": 'syntax = "proto3"; message M { Missing m = 1; }'},
+    )
     assert status == 422 and "Missing" in body["message"]
 
 
@@ -417,23 +479,41 @@ def test_registry_over_a_tls_listener(tmp_path, clients, protocol):
     config = {"schema.registry.listen": "127.0.0.1:0"}
     if protocol == "SSL":
         config.update({"ssl.client.auth": "required", "ssl.truststore.location": str(pki.ca_pem)})
-        kafka = {"security.protocol": "SSL", "ssl.certificate.location": str(pki.client_cert),
-                 "ssl.key.location": str(pki.client_key)}
+        kafka = {
+            "security.protocol": "SSL",
+            "ssl.certificate.location": str(pki.client_cert),
+            "ssl.key.location": str(pki.client_key),
+        }
     else:  # this test is about the TLS listener: its REST API without a login (on a SASL broker, BASIC by default)
         config["schema.registry.authentication.method"] = "NONE"
-        config.update({"ssl.truststore.certificates": pki.ca_pem.read_text(),
-                       "listener.name.sasl_ssl.plain.sasl.jaas.config":
-                           'org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" '
-                           'password="admin-secret" user_admin="admin-secret";'})
-        kafka = {"security.protocol": "SASL_SSL", "sasl.mechanism": "PLAIN", "sasl.username": "admin",
-                 "sasl.password": "admin-secret"}
-    with Broker(data_dir=tmp_path / "d", listener=protocol, ssl_keystore_location=str(pki.keystore),
-                config=config) as b:
+        config.update(
+            {
+                "ssl.truststore.certificates": pki.ca_pem.read_text(),
+                "listener.name.sasl_ssl.plain.sasl.jaas.config": 'org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" '
+                'password="admin-secret" user_admin="admin-secret";',
+            }
+        )
+        kafka = {
+            "security.protocol": "SASL_SSL",
+            "sasl.mechanism": "PLAIN",
+            "sasl.username": "admin",
+            "sasl.password": "admin-secret",
+        }
+    with Broker(
+        data_dir=tmp_path / "d", listener=protocol, ssl_keystore_location=str(pki.keystore), config=config
+    ) as b:
         sr = clients(registry_url(b))
         sid = sr.register_schema("tls-value", Schema(V1, "AVRO"))
         assert sr.get_latest_version("tls-value").schema_id == sid
-        c = Consumer({"bootstrap.servers": b.bootstrap_servers, "group.id": "tls-check", "ssl.ca.location": str(pki.ca_pem),
-                      "auto.offset.reset": "earliest", **kafka})
+        c = Consumer(
+            {
+                "bootstrap.servers": b.bootstrap_servers,
+                "group.id": "tls-check",
+                "ssl.ca.location": str(pki.ca_pem),
+                "auto.offset.reset": "earliest",
+                **kafka,
+            }
+        )
         c.subscribe(["_schemas"])
         keys = []
         deadline = __import__("time").monotonic() + 30

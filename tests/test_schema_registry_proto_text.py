@@ -10,7 +10,7 @@ from google.protobuf import descriptor_pb2, descriptor_pool
 from logbroker.schema_registry import proto_text
 from logbroker.schema_registry.errors import InvalidSchema
 
-PROTO2 = '''
+PROTO2 = """
 syntax = "proto2";
 package shop.v1;
 option java_package = "com.shop";
@@ -43,7 +43,7 @@ service Orders {
   rpc Place(Order) returns (Order) { option deprecated = true; }
   rpc Watch(stream Order) returns (stream Order);
 }
-'''
+"""
 
 
 def built(fd: descriptor_pb2.FileDescriptorProto):
@@ -70,7 +70,7 @@ def test_proto2_parses_builds_and_round_trips():
 
 
 def test_proto3_optional_maps_and_scopes():
-    text = '''syntax = "proto3";
+    text = """syntax = "proto3";
     package a.b;
     message Outer {
       message Inner { int32 x = 1; }
@@ -79,7 +79,7 @@ def test_proto3_optional_maps_and_scopes():
       Other other = 3;
     }
     message Other { Outer.Inner inner = 1; }
-    '''
+    """
     fd = proto_text.parse(text)
     proto_text.resolve(fd, [])
     outer = built(fd).FindMessageTypeByName("a.b.Outer")
@@ -92,14 +92,17 @@ def test_proto3_optional_maps_and_scopes():
     assert again == fd
 
 
-@pytest.mark.parametrize("text, words", [
-    ('syntax = "proto3";\nmessage M {\n  required int32 x = 1;\n}', "line 3"),
-    ('syntax = "proto3";\nmessage M { Nope n = 1; }', "Nope"),
-    ('edition = "2023";', "editions"),
-    ('syntax = "proto2";\nmessage M {\n  optional group G = 1 { }\n}', "group"),
-    ('syntax = "proto3";\nmessage M { int32 x = one; }', "not a number"),
-    ('syntax = "proto3";\nmessage M { int32 x = 1', "ends"),
-])
+@pytest.mark.parametrize(
+    "text, words",
+    [
+        ('syntax = "proto3";\nmessage M {\n  required int32 x = 1;\n}', "line 3"),
+        ('syntax = "proto3";\nmessage M { Nope n = 1; }', "Nope"),
+        ('edition = "2023";', "editions"),
+        ('syntax = "proto2";\nmessage M {\n  optional group G = 1 { }\n}', "group"),
+        ('syntax = "proto3";\nmessage M { int32 x = one; }', "not a number"),
+        ('syntax = "proto3";\nmessage M { int32 x = 1', "ends"),
+    ],
+)
 def test_refused_with_the_reason(text, words):
     with pytest.raises(InvalidSchema, match=words):
         fd = proto_text.parse(text)

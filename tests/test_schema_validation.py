@@ -28,12 +28,18 @@ def create(bs: str, topic: str, config: dict) -> None:
 
 
 def produce(bs: str, topic: str, items: list[tuple[bytes | None, bytes | None]], linger_ms: int = 0) -> list:
-    p = Producer({"bootstrap.servers": bs, "linger.ms": linger_ms, "batch.num.messages": 1000,
-                  "message.timeout.ms": 10000})
+    p = Producer(
+        {"bootstrap.servers": bs, "linger.ms": linger_ms, "batch.num.messages": 1000, "message.timeout.ms": 10000}
+    )
     outcome: list = [None] * len(items)
     for i, (k, v) in enumerate(items):
-        p.produce(topic, v, key=k, partition=0,
-                  on_delivery=lambda err, msg, i=i: outcome.__setitem__(i, err.code() if err else "ok"))
+        p.produce(
+            topic,
+            v,
+            key=k,
+            partition=0,
+            on_delivery=lambda err, msg, i=i: outcome.__setitem__(i, err.code() if err else "ok"),
+        )
     p.flush(15)
     return outcome
 

@@ -13,7 +13,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import conftest
 import pytest
+from conftest import needs_java
+from rawclient import RawClient
 
 from logbroker import Broker, Cluster, scram
 from logbroker.client import Admin
@@ -33,9 +36,6 @@ from logbroker.coord.metadata.metadata_records import (
     snapshot,
 )
 from logbroker.protocol import REQUESTS, ErrorCode
-import conftest
-from conftest import needs_java
-from rawclient import RawClient
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -43,18 +43,30 @@ Describe, Alter = REQUESTS[50], REQUESTS[51]
 SHA256, SHA512 = "SCRAM-SHA-256", "SCRAM-SHA-512"
 
 
-def upsertion(name: str, mechanism: int = 1, iterations: int = 4096, password: bytes = b"pw",
-              salt: bytes = b"salt-salt-salt"):
+def upsertion(
+    name: str, mechanism: int = 1, iterations: int = 4096, password: bytes = b"pw", salt: bytes = b"salt-salt-salt"
+):
     """An upsertion as a client sends it (a bad mechanism or iteration count salted as if good)."""
     mech = scram.MECHANISM_NAMES.get(mechanism, SHA256)
     rounds = iterations if scram.MIN_ITERATIONS <= iterations <= scram.MAX_ITERATIONS else 4096
-    return Alter.ScramCredentialUpsertion(name=name, mechanism=mechanism, iterations=iterations, salt=salt,
-                                          salted_password=scram.salted_password(mech, password, salt, rounds))
+    return Alter.ScramCredentialUpsertion(
+        name=name,
+        mechanism=mechanism,
+        iterations=iterations,
+        salt=salt,
+        salted_password=scram.salted_password(mech, password, salt, rounds),
+    )
 
 
 def alter(c: RawClient, upsertions=(), deletions=()) -> dict[str, tuple[int, str | None]]:
-    r = c.request(51, 0, Alter(upsertions=list(upsertions), deletions=[
-        Alter.ScramCredentialDeletion(name=n, mechanism=m) for n, m in deletions]))
+    r = c.request(
+        51,
+        0,
+        Alter(
+            upsertions=list(upsertions),
+            deletions=[Alter.ScramCredentialDeletion(name=n, mechanism=m) for n, m in deletions],
+        ),
+    )
     return {x.user: (x.error_code, x.error_message) for x in r.results}
 
 
@@ -75,6 +87,7 @@ def knows_password(image: MetadataImage, user: str, mechanism: str, password: by
 
 # --- metadata records ------------------------------------------------------------------
 
+
 def credential(mechanism: str = SHA256, iterations: int = 4096, tag: bytes = b"a") -> ScramCredential:
     return ScramCredential(mechanism, b"salt-" + tag, b"stored-" + tag, b"server-" + tag, iterations)
 
@@ -82,8 +95,10 @@ def credential(mechanism: str = SHA256, iterations: int = 4096, tag: bytes = b"a
 def test_records_apply_diff_and_snapshot_round_trip():
     old = MetadataImage("c", 1, {}, {}, 0)
     new = MetadataImage("c", 1, {}, {}, 0)
-    new.scram_credentials = {"alice": {SHA256: credential(), SHA512: credential(SHA512, 8192, b"b")},
-                             "bob": {SHA512: credential(SHA512, tag=b"c")}}
+    new.scram_credentials = {
+        "alice": {SHA256: credential(), SHA512: credential(SHA512, 8192, b"b")},
+        "bob": {SHA512: credential(SHA512, tag=b"c")},
+    }
     records = diff_records(old, new)
     assert [json.loads(r)["type"] for r in records] == ["UserScramCredential"] * 3
     assert [json.loads(r)["name"] for r in records] == ["alice", "alice", "bob"], "deterministic order"
@@ -101,7 +116,9 @@ def test_records_apply_diff_and_snapshot_round_trip():
     del newer.scram_credentials["bob"]
     records = diff_records(new, newer)
     assert [(json.loads(r)["type"], json.loads(r)["name"]) for r in records] == [
-        ("UserScramCredential", "alice"), ("RemoveUserScramCredential", "bob")]
+        ("UserScramCredential", "alice"),
+        ("RemoveUserScramCredential", "bob"),
+    ]
     for r in records:
         apply(new, r)
     assert new.scram_credentials == newer.scram_credentials and "bob" not in new.scram_credentials
@@ -114,23 +131,50 @@ def test_records_apply_diff_and_snapshot_round_trip():
     assert "stored" not in repr(new.scram_credential("alice", SHA256)), "keys stay out of logs"
 
 
-@pytest.mark.parametrize("record", [
-    encode_record("RemoveUserScramCredential", name="nobody", mechanism=SHA256),
-    encode_record("RemoveUserScramCredential", name="alice", mechanism=SHA512),
-    encode_record("UserScramCredential", name="alice", mechanism="SCRAM-SHA-1", salt="", stored_key="",
-                  server_key="", iterations=4096),
-    encode_record("UserScramCredential", name="alice", mechanism=SHA256, salt="not base64!", stored_key="",
-                  server_key="", iterations=4096),
-    encode_record("UserScramCredential", name="alice", mechanism=SHA256, salt="", stored_key="", server_key="",
-                  iterations=100),
-    encode_record("UserScramCredential", name="alice", mechanism=SHA256, salt="", iterations=4096),
-    encode_record("UserScramCredential", name="alice", mechanism=SHA256, salt=5, stored_key="", server_key="",
-                  iterations=4096),
-    encode_record("UserScramCredential", name="alice", mechanism=SHA256, salt="", stored_key="", server_key="",
-                  iterations=None),
-    encode_record("UserScramCredential", name="", mechanism=SHA256, salt="", stored_key="", server_key="",
-                  iterations=4096),
-])
+@pytest.mark.parametrize(
+    "record",
+    [
+        encode_record("RemoveUserScramCredential", name="nobody", mechanism=SHA256),
+        encode_record("RemoveUserScramCredential", name="alice", mechanism=SHA512),
+        encode_record(
+            "UserScramCredential",
+            name="alice",
+            mechanism="SCRAM-SHA-1",
+            salt="",
+            stored_key="",
+            server_key="",
+            iterations=4096,
+        ),
+        encode_record(
+            "UserScramCredential",
+            name="alice",
+            mechanism=SHA256,
+            salt="not base64!",
+            stored_key="",
+            server_key="",
+            iterations=4096,
+        ),
+        encode_record(
+            "UserScramCredential", name="alice", mechanism=SHA256, salt="", stored_key="", server_key="", iterations=100
+        ),
+        encode_record("UserScramCredential", name="alice", mechanism=SHA256, salt="", iterations=4096),
+        encode_record(
+            "UserScramCredential", name="alice", mechanism=SHA256, salt=5, stored_key="", server_key="", iterations=4096
+        ),
+        encode_record(
+            "UserScramCredential",
+            name="alice",
+            mechanism=SHA256,
+            salt="",
+            stored_key="",
+            server_key="",
+            iterations=None,
+        ),
+        encode_record(
+            "UserScramCredential", name="", mechanism=SHA256, salt="", stored_key="", server_key="", iterations=4096
+        ),
+    ],
+)
 def test_records_that_do_not_fit_change_nothing(record):
     image = MetadataImage("c", 1, {}, {}, 0)
     image.scram_credentials = {"alice": {SHA256: credential()}}
@@ -141,28 +185,38 @@ def test_records_that_do_not_fit_change_nothing(record):
 
 # --- the controller's keys: RFC 7677's example -----------------------------------------
 
+
 def test_controller_keys_match_rfc_7677(tmp_path):
     """RFC 7677 section 3: user "user", password "pencil", salt W22ZaJ0SNY7soEsUEjb6gQ==, 4096
     iterations. The keys the controller stores from the salted password accept the RFC's
     client proof and give its server signature."""
     salt = base64.b64decode("W22ZaJ0SNY7soEsUEjb6gQ==")
     nonce = "rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0"
-    auth_message = (f"n=user,r=rOprNGfwEbeRWgbNEkqO,r={nonce},s=W22ZaJ0SNY7soEsUEjb6gQ==,i=4096,"
-                    f"c=biws,r={nonce}").encode()
+    auth_message = (
+        f"n=user,r=rOprNGfwEbeRWgbNEkqO,r={nonce},s=W22ZaJ0SNY7soEsUEjb6gQ==,i=4096,c=biws,r={nonce}"
+    ).encode()
     proof = base64.b64decode("dHzbZapWIk4jUhN+Ute9ytag9zjfMHgsqmmiz7AndVQ=")
     with Broker(data_dir=tmp_path / "d") as b, RawClient(b.bootstrap_servers) as c:
-        up = Alter.ScramCredentialUpsertion(name="user", mechanism=1, iterations=4096, salt=salt,
-                                            salted_password=scram.salted_password(SHA256, b"pencil", salt, 4096))
+        up = Alter.ScramCredentialUpsertion(
+            name="user",
+            mechanism=1,
+            iterations=4096,
+            salt=salt,
+            salted_password=scram.salted_password(SHA256, b"pencil", salt, 4096),
+        )
         assert alter(c, [up]) == {"user": (0, None)}
         cred = b.server.controller.image.scram_credential("user", SHA256)
     assert (cred.salt, cred.iterations) == (salt, 4096)
     assert scram.verify_proof(SHA256, cred.stored_key, auth_message, proof)
     assert not scram.verify_proof(SHA256, cred.stored_key, auth_message + b"x", proof)
-    assert base64.b64encode(scram.server_signature(SHA256, cred.server_key, auth_message)).decode() == \
-        "6rriTRBi23WpRR/wtup+mMhUZUn/dB5nLTJRsjl95G4="
+    assert (
+        base64.b64encode(scram.server_signature(SHA256, cred.server_key, auth_message)).decode()
+        == "6rriTRBi23WpRR/wtup+mMhUZUn/dB5nLTJRsjl95G4="
+    )
 
 
 # --- over the wire -----------------------------------------------------------------------
+
 
 def test_every_error_code_over_the_wire(tmp_path):
     with Broker(data_dir=tmp_path / "d") as b, RawClient(b.bootstrap_servers) as c:
@@ -171,12 +225,25 @@ def test_every_error_code_over_the_wire(tmp_path):
         assert describe(c, None) == {"alice": (0, [(1, 4096)]), "bob": (0, [(2, 16384)])}
         assert describe(c, []) == describe(c, None), "an empty list is every user too"
 
-        got = alter(c, [upsertion("u0", mechanism=0), upsertion("u7", mechanism=7), upsertion("few", iterations=4095),
-                        upsertion("many", iterations=16385), upsertion(""), upsertion("carol")])
+        got = alter(
+            c,
+            [
+                upsertion("u0", mechanism=0),
+                upsertion("u7", mechanism=7),
+                upsertion("few", iterations=4095),
+                upsertion("many", iterations=16385),
+                upsertion(""),
+                upsertion("carol"),
+            ],
+        )
         assert {u: code for u, (code, _m) in got.items()} == {
-            "u0": ErrorCode.UNSUPPORTED_SASL_MECHANISM, "u7": ErrorCode.UNSUPPORTED_SASL_MECHANISM,
-            "few": ErrorCode.UNACCEPTABLE_CREDENTIAL, "many": ErrorCode.UNACCEPTABLE_CREDENTIAL,
-            "": ErrorCode.UNACCEPTABLE_CREDENTIAL, "carol": ErrorCode.NONE}
+            "u0": ErrorCode.UNSUPPORTED_SASL_MECHANISM,
+            "u7": ErrorCode.UNSUPPORTED_SASL_MECHANISM,
+            "few": ErrorCode.UNACCEPTABLE_CREDENTIAL,
+            "many": ErrorCode.UNACCEPTABLE_CREDENTIAL,
+            "": ErrorCode.UNACCEPTABLE_CREDENTIAL,
+            "carol": ErrorCode.NONE,
+        }
         assert "type 7" in got["u7"][1] and "'u7'" in got["u7"][1]
         assert "4095" in got["few"][1] and "16385" in got["many"][1] and "'few'" in got["few"][1]
 
@@ -193,8 +260,11 @@ def test_every_error_code_over_the_wire(tmp_path):
 
         assert describe(c, None) == {"alice": (0, [(1, 4096)]), "carol": (0, [(1, 4096)])}
         got = describe(c, ["alice", "bob", "carol", "carol"])
-        assert got == {"alice": (0, [(1, 4096)]), "bob": (ErrorCode.RESOURCE_NOT_FOUND, []),
-                       "carol": (ErrorCode.DUPLICATE_RESOURCE, [])}
+        assert got == {
+            "alice": (0, [(1, 4096)]),
+            "bob": (ErrorCode.RESOURCE_NOT_FOUND, []),
+            "carol": (ErrorCode.DUPLICATE_RESOURCE, []),
+        }
         # replacing a credential keeps one per mechanism
         assert alter(c, [upsertion("alice", 1, 8192)]) == {"alice": (0, None)}
         assert describe(c, ["alice"]) == {"alice": (0, [(1, 8192)])}
@@ -203,8 +273,9 @@ def test_every_error_code_over_the_wire(tmp_path):
 
 def test_set_describe_delete_with_our_admin(tmp_path):
     with Broker(data_dir=tmp_path / "d") as b, Admin(b.bootstrap_servers) as admin:
-        admin.alter_user_scram_credentials(upsertions=[("alice", SHA256, "alice-secret", 8192),
-                                                       ("bob", SHA512, b"bob-secret", 4096)])
+        admin.alter_user_scram_credentials(
+            upsertions=[("alice", SHA256, "alice-secret", 8192), ("bob", SHA512, b"bob-secret", 4096)]
+        )
         assert admin.describe_user_scram_credentials() == {"alice": [(SHA256, 8192)], "bob": [(SHA512, 4096)]}
         admin.alter_user_scram_credentials(upsertions=[("alice", SHA512, "alice-512", 4096)])
         assert admin.describe_user_scram_credentials(["alice"]) == {"alice": [(SHA256, 8192), (SHA512, 4096)]}
@@ -222,8 +293,7 @@ def test_set_describe_delete_with_our_admin(tmp_path):
         with pytest.raises(ResourceNotFoundError, match="'bob'.*SCRAM-SHA-256"):
             admin.alter_user_scram_credentials(deletions=[("bob", SHA256)])
         with pytest.raises(DuplicateResourceError, match="'alice'"):
-            admin.alter_user_scram_credentials(upsertions=[("alice", SHA256, "x", 4096)],
-                                               deletions=[("alice", SHA512)])
+            admin.alter_user_scram_credentials(upsertions=[("alice", SHA256, "x", 4096)], deletions=[("alice", SHA512)])
         with pytest.raises(UnacceptableCredentialError, match="'alice'.*100 iterations"):
             admin.alter_user_scram_credentials(upsertions=[("alice", SHA256, "x", 100)])
         with pytest.raises(UnacceptableCredentialError, match="''"):
@@ -247,9 +317,15 @@ def test_credentials_survive_a_restart(tmp_path):
 
 # --- logbroker user ----------------------------------------------------------------------
 
+
 def user_cli(bs: str, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "logbroker", "user", "--bootstrap-server", bs, *args],
-                          capture_output=True, text=True, timeout=60, input=stdin if stdin is not None else "")
+    return subprocess.run(
+        [sys.executable, "-m", "logbroker", "user", "--bootstrap-server", bs, *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        input=stdin if stdin is not None else "",
+    )
 
 
 def test_user_cli(tmp_path):
@@ -271,8 +347,11 @@ def test_user_cli(tmp_path):
         r = user_cli(bs, "list")
         assert r.returncode == 0, r.stderr
         assert [line.split() for line in r.stdout.splitlines()] == [
-            ["USER", "MECHANISM", "ITERATIONS"], ["alice", SHA256, "8192"], ["alice", SHA512, "4096"],
-            ["bob", SHA256, "4096"]]
+            ["USER", "MECHANISM", "ITERATIONS"],
+            ["alice", SHA256, "8192"],
+            ["alice", SHA512, "4096"],
+            ["bob", SHA256, "4096"],
+        ]
         r = user_cli(bs, "list", "bob")
         assert r.returncode == 0, r.stderr
         assert r.stdout.splitlines() == ["USER  MECHANISM      ITERATIONS", f"bob   {SHA256}  4096"], r.stdout
@@ -298,6 +377,7 @@ def test_user_cli(tmp_path):
 
 # --- a cluster -----------------------------------------------------------------------------
 
+
 def test_cluster_forwards_and_every_node_sees_the_credentials(tmp_path):
     from conftest import wait_until
 
@@ -309,11 +389,16 @@ def test_cluster_forwards_and_every_node_sees_the_credentials(tmp_path):
             assert describe(c, ["alice"]) == {"alice": (0, [(2, 8192)])}, "the forwarding node waited for it"
             got = alter(c, deletions=[("nobody", 1)], upsertions=[upsertion("few", iterations=10)])
             assert {u: code for u, (code, _m) in got.items()} == {
-                "nobody": ErrorCode.RESOURCE_NOT_FOUND, "few": ErrorCode.UNACCEPTABLE_CREDENTIAL}
+                "nobody": ErrorCode.RESOURCE_NOT_FOUND,
+                "few": ErrorCode.UNACCEPTABLE_CREDENTIAL,
+            }
         for n in cluster.nodes:
             with RawClient(n.bootstrap_servers) as c:
-                assert wait_until(lambda: describe(c, None) == {"alice": (0, [(2, 8192)])}, timeout=10,
-                                  what=f"alice on node {n.node_id}")
+                assert wait_until(
+                    lambda: describe(c, None) == {"alice": (0, [(2, 8192)])},
+                    timeout=10,
+                    what=f"alice on node {n.node_id}",
+                )
         # through the controller listener of a node that is not the active controller: refused, not forwarded
         host, _ = other.bootstrap_servers.rsplit(":", 1)
         with RawClient(f"{host}:{other.controller_port}") as c:
@@ -326,19 +411,29 @@ def test_cluster_forwards_and_every_node_sees_the_credentials(tmp_path):
             with RawClient(n.bootstrap_servers) as c:
                 assert describe(c, None) == {"alice": (0, [(2, 8192)])}, n.node_id
         with Admin(survivors[0].bootstrap_servers) as admin:
-            wait_until(lambda: admin.alter_user_scram_credentials(
-                upsertions=[("bob", SHA256, "bob-secret", 4096)]) is None, timeout=30, what="a new controller")
+            wait_until(
+                lambda: admin.alter_user_scram_credentials(upsertions=[("bob", SHA256, "bob-secret", 4096)]) is None,
+                timeout=30,
+                what="a new controller",
+            )
         for n in survivors:
             with RawClient(n.bootstrap_servers) as c:
-                assert wait_until(lambda: describe(c, None) == {"alice": (0, [(2, 8192)]), "bob": (0, [(1, 4096)])},
-                                  timeout=10, what=f"bob on node {n.node_id}")
+                assert wait_until(
+                    lambda: describe(c, None) == {"alice": (0, [(2, 8192)]), "bob": (0, [(1, 4096)])},
+                    timeout=10,
+                    what=f"bob on node {n.node_id}",
+                )
         cluster.node(controller).start()  # back: it catches up from the log
         with RawClient(cluster.node(controller).bootstrap_servers) as c:
-            assert wait_until(lambda: describe(c, None) == {"alice": (0, [(2, 8192)]), "bob": (0, [(1, 4096)])},
-                              timeout=30, what="the restarted node catches up")
+            assert wait_until(
+                lambda: describe(c, None) == {"alice": (0, [(2, 8192)]), "bob": (0, [(1, 4096)])},
+                timeout=30,
+                what="the restarted node catches up",
+            )
 
 
 # --- other clients -------------------------------------------------------------------------
+
 
 def test_confluent_kafka_admin_client(tmp_path):
     from confluent_kafka.admin import (
@@ -351,11 +446,19 @@ def test_confluent_kafka_admin_client(tmp_path):
 
     with Broker(data_dir=tmp_path / "d") as b:
         admin = AdminClient({"bootstrap.servers": b.bootstrap_servers})
-        futures = admin.alter_user_scram_credentials([
-            UserScramCredentialUpsertion("carol", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 10000),
-                                         b"carol-secret"),
-            UserScramCredentialUpsertion("dave", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096),
-                                         b"dave-secret", b"a-salt-of-our-choosing")])
+        futures = admin.alter_user_scram_credentials(
+            [
+                UserScramCredentialUpsertion(
+                    "carol", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 10000), b"carol-secret"
+                ),
+                UserScramCredentialUpsertion(
+                    "dave",
+                    ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096),
+                    b"dave-secret",
+                    b"a-salt-of-our-choosing",
+                ),
+            ]
+        )
         for f in futures.values():
             f.result(10)
         image = b.server.controller.image
@@ -365,17 +468,23 @@ def test_confluent_kafka_admin_client(tmp_path):
 
         every = admin.describe_user_scram_credentials().result(10)
         assert {u: [(i.mechanism, i.iterations) for i in d.scram_credential_infos] for u, d in every.items()} == {
-            "carol": [(ScramMechanism.SCRAM_SHA_512, 10000)], "dave": [(ScramMechanism.SCRAM_SHA_256, 4096)]}
+            "carol": [(ScramMechanism.SCRAM_SHA_512, 10000)],
+            "dave": [(ScramMechanism.SCRAM_SHA_256, 4096)],
+        }
         named = admin.describe_user_scram_credentials(["carol", "nobody"])
         assert [(i.mechanism, i.iterations) for i in named["carol"].result(10).scram_credential_infos] == [
-            (ScramMechanism.SCRAM_SHA_512, 10000)]
+            (ScramMechanism.SCRAM_SHA_512, 10000)
+        ]
         with pytest.raises(Exception, match="(?i)not exist|no scram credential|RESOURCE_NOT_FOUND"):
             named["nobody"].result(10)
 
-        futures = admin.alter_user_scram_credentials([
-            UserScramCredentialDeletion("carol", ScramMechanism.SCRAM_SHA_512),
-            UserScramCredentialDeletion("nobody", ScramMechanism.SCRAM_SHA_256),
-            UserScramCredentialUpsertion("erin", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 100), b"x")])
+        futures = admin.alter_user_scram_credentials(
+            [
+                UserScramCredentialDeletion("carol", ScramMechanism.SCRAM_SHA_512),
+                UserScramCredentialDeletion("nobody", ScramMechanism.SCRAM_SHA_256),
+                UserScramCredentialUpsertion("erin", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 100), b"x"),
+            ]
+        )
         futures["carol"].result(10)
         with pytest.raises(Exception, match="'nobody'"):
             futures["nobody"].result(10)
@@ -394,8 +503,16 @@ def kafka_configs(tools, bs: str, *args: str) -> str:
 
 def java_describe(tools, bs: str, *users: str) -> list[str]:
     """Kafka's Java Admin describeUserScramCredentials (tests/java/ScramAdmin.java)."""
-    cmd = ["java", "-Xmx256m", f"-Dlog4j2.configurationFile={tools.tools_log4j}", "-cp", tools.tools_cp,
-           SCRAM_ADMIN, bs, *users]
+    cmd = [
+        "java",
+        "-Xmx256m",
+        f"-Dlog4j2.configurationFile={tools.tools_log4j}",
+        "-cp",
+        tools.tools_cp,
+        SCRAM_ADMIN,
+        bs,
+        *users,
+    ]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     return r.stdout.splitlines()
@@ -408,10 +525,18 @@ def test_kafka_configs_tool_and_java_admin(tmp_path):
     tools = install()
     with Broker(data_dir=tmp_path / "d") as b:
         bs = b.bootstrap_servers
-        kafka_configs(tools, bs, "--alter", "--add-config", "SCRAM-SHA-256=[iterations=8192,password=alice-secret]",
-                      "--entity-name", "alice")
-        kafka_configs(tools, bs, "--alter", "--add-config", "SCRAM-SHA-512=[password=alice-512]", "--entity-name",
-                      "alice")
+        kafka_configs(
+            tools,
+            bs,
+            "--alter",
+            "--add-config",
+            "SCRAM-SHA-256=[iterations=8192,password=alice-secret]",
+            "--entity-name",
+            "alice",
+        )
+        kafka_configs(
+            tools, bs, "--alter", "--add-config", "SCRAM-SHA-512=[password=alice-512]", "--entity-name", "alice"
+        )
         image = b.server.controller.image
         assert knows_password(image, "alice", SHA256, b"alice-secret"), "Kafka's Admin salted it as we do"
         assert image.scram_credential("alice", SHA256).iterations == 8192
@@ -419,7 +544,9 @@ def test_kafka_configs_tool_and_java_admin(tmp_path):
         assert java_describe(tools, bs) == [f"alice {SHA256} 8192", f"alice {SHA512} 4096"]
         kafka_configs(tools, bs, "--alter", "--delete-config", "SCRAM-SHA-512", "--entity-name", "alice")
         assert java_describe(tools, bs, "alice", "nobody") == [
-            f"alice {SHA256} 8192", "nobody ERROR ResourceNotFoundException: user 'nobody' has no SCRAM credential"]
+            f"alice {SHA256} 8192",
+            "nobody ERROR ResourceNotFoundException: user 'nobody' has no SCRAM credential",
+        ]
 
 
 @needs_java
@@ -429,7 +556,14 @@ def test_kafka_configs_tool_describes_users(tmp_path):
     tools = install()
     with Broker(data_dir=tmp_path / "d") as b:
         bs = b.bootstrap_servers
-        kafka_configs(tools, bs, "--alter", "--add-config", "SCRAM-SHA-256=[iterations=8192,password=alice-secret]",
-                      "--entity-name", "alice")
+        kafka_configs(
+            tools,
+            bs,
+            "--alter",
+            "--add-config",
+            "SCRAM-SHA-256=[iterations=8192,password=alice-secret]",
+            "--entity-name",
+            "alice",
+        )
         out = kafka_configs(tools, bs, "--describe")
         assert "SCRAM credential configs for user-principal 'alice' are SCRAM-SHA-256=iterations=8192" in out, out

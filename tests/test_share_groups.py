@@ -10,18 +10,22 @@ import uuid
 
 import pytest
 from confluent_kafka import Producer
+from rawclient import RawClient
+from test_bad_input import create_topic
 
 from logbroker import Broker
 from logbroker._core import decode_records
 from logbroker.protocol import REQUESTS, ErrorCode
-from rawclient import RawClient
-from test_bad_input import create_topic
 
 Heartbeat, Describe, ShareFetch, ShareAck = REQUESTS[76], REQUESTS[77], REQUESTS[78], REQUESTS[79]
 ApiVersions, Metadata, ListGroups = REQUESTS[18], REQUESTS[3], REQUESTS[16]
 
-CONFIG = {"group.share.enable": "true", "group.share.auto.offset.reset": "earliest",
-          "group.share.record.lock.duration.ms": "1000", "group.share.delivery.count.limit": "3"}
+CONFIG = {
+    "group.share.enable": "true",
+    "group.share.auto.offset.reset": "earliest",
+    "group.share.record.lock.duration.ms": "1000",
+    "group.share.delivery.count.limit": "3",
+}
 
 
 @pytest.fixture
@@ -38,31 +42,55 @@ def produce(bs: str, topic: str, values: list[bytes], partition: int = 0) -> Non
 
 
 def topic_id(c: RawClient, topic: str) -> uuid.UUID:
-    r = c.request(3, 12, Metadata(topics=[Metadata.MetadataRequestTopic(name=topic)],
-                                  allow_auto_topic_creation=False, include_topic_authorized_operations=False))
+    r = c.request(
+        3,
+        12,
+        Metadata(
+            topics=[Metadata.MetadataRequestTopic(name=topic)],
+            allow_auto_topic_creation=False,
+            include_topic_authorized_operations=False,
+        ),
+    )
     return r.topics[0].topic_id
 
 
 def heartbeat(c, group, member, epoch, topics=None):
-    return c.request(76, 1, Heartbeat(group_id=group, member_id=member, member_epoch=epoch, rack_id=None,
-                                      subscribed_topic_names=topics))
+    return c.request(
+        76,
+        1,
+        Heartbeat(group_id=group, member_id=member, member_epoch=epoch, rack_id=None, subscribed_topic_names=topics),
+    )
 
 
-def fetch(c, group, member, epoch, parts, acks=None, max_wait_ms=0, max_records=100, forgotten=None, version=1,
-          renew=False):
+def fetch(
+    c, group, member, epoch, parts, acks=None, max_wait_ms=0, max_records=100, forgotten=None, version=1, renew=False
+):
     """parts: [(topic id, partition)]; acks: {(topic id, partition): [(first, last, [types])]}."""
     acks = acks or {}
     by_topic: dict = {}
     for tid, p in list(parts) + [k for k in acks if k not in parts]:
-        batches = [ShareFetch.AcknowledgementBatch(first_offset=a, last_offset=b, acknowledge_types=t)
-                   for a, b, t in acks.get((tid, p), [])]
-        by_topic.setdefault(tid, []).append(ShareFetch.FetchPartition(partition_index=p, acknowledgement_batches=batches))
-    req = ShareFetch(group_id=group, member_id=member, share_session_epoch=epoch, max_wait_ms=max_wait_ms, min_bytes=1,
-                     max_bytes=1 << 20, max_records=max_records, batch_size=max_records,
-                     topics=[ShareFetch.FetchTopic(topic_id=t, partitions=ps) for t, ps in by_topic.items()],
-                     forgotten_topics_data=[ShareFetch.ForgottenTopic(topic_id=t, partitions=ps)
-                                            for t, ps in (forgotten or {}).items()],
-                     is_renew_ack=renew)
+        batches = [
+            ShareFetch.AcknowledgementBatch(first_offset=a, last_offset=b, acknowledge_types=t)
+            for a, b, t in acks.get((tid, p), [])
+        ]
+        by_topic.setdefault(tid, []).append(
+            ShareFetch.FetchPartition(partition_index=p, acknowledgement_batches=batches)
+        )
+    req = ShareFetch(
+        group_id=group,
+        member_id=member,
+        share_session_epoch=epoch,
+        max_wait_ms=max_wait_ms,
+        min_bytes=1,
+        max_bytes=1 << 20,
+        max_records=max_records,
+        batch_size=max_records,
+        topics=[ShareFetch.FetchTopic(topic_id=t, partitions=ps) for t, ps in by_topic.items()],
+        forgotten_topics_data=[
+            ShareFetch.ForgottenTopic(topic_id=t, partitions=ps) for t, ps in (forgotten or {}).items()
+        ],
+        is_renew_ack=renew,
+    )
     return c.request(78, version, req)
 
 
@@ -74,7 +102,11 @@ def acquired(resp) -> dict[int, list[tuple[int, int, int]]]:
             assert p.error_code == 0, (p.error_code, p.error_message)
             ranges = [(a.first_offset, a.last_offset, a.delivery_count) for a in p.acquired_records]
             if ranges:
-                offsets = {r.offset for r in decode_records("t", p.partition_index, p.records, 0).take()} if p.records else set()
+                offsets = (
+                    {r.offset for r in decode_records("t", p.partition_index, p.records, 0).take()}
+                    if p.records
+                    else set()
+                )
                 for a, b, _ in ranges:
                     assert set(range(a, b + 1)) <= offsets, (ranges, sorted(offsets))
             out[p.partition_index] = ranges
@@ -86,21 +118,30 @@ def values_of(resp) -> list[bytes]:
     for t in resp.responses:
         for p in t.partitions:
             wanted = {o for a in p.acquired_records for o in range(a.first_offset, a.last_offset + 1)}
-            out += [r.value for r in decode_records("t", p.partition_index, p.records or b"", 0).take() if r.offset in wanted]
+            out += [
+                r.value
+                for r in decode_records("t", p.partition_index, p.records or b"", 0).take()
+                if r.offset in wanted
+            ]
     return out
 
 
 def test_share_apis_are_advertised_unless_disabled(tmp_path):
     off_config = {"group.share.enable": "false"}
     with Broker(data_dir=tmp_path / "off", config=off_config) as off, RawClient(off.bootstrap_servers) as c:
-        keys = {k.api_key for k in c.request(18, 3, ApiVersions(client_software_name="t", client_software_version="1")).api_keys}
+        keys = {
+            k.api_key
+            for k in c.request(18, 3, ApiVersions(client_software_name="t", client_software_version="1")).api_keys
+        }
         assert not keys & {76, 77, 78, 79, 83, 84, 85, 86, 87}
         FindCoordinator = REQUESTS[10]
         r = c.request(10, 6, FindCoordinator(key_type=2, coordinator_keys=[f"g:{uuid.uuid4()}:0"]))
         assert r.coordinators[0].error_code == ErrorCode.INVALID_REQUEST, "no share coordinator when disabled"
     with Broker(data_dir=tmp_path / "on") as on, RawClient(on.bootstrap_servers) as c:
-        api = {k.api_key: (k.min_version, k.max_version)
-               for k in c.request(18, 3, ApiVersions(client_software_name="t", client_software_version="1")).api_keys}
+        api = {
+            k.api_key: (k.min_version, k.max_version)
+            for k in c.request(18, 3, ApiVersions(client_software_name="t", client_software_version="1")).api_keys
+        }
         assert (api[76], api[77], api[78], api[79]) == ((1, 1), (1, 1), (1, 2), (1, 2))
         assert (api[83], api[84], api[85], api[86], api[87]) == ((0, 0), (0, 0), (0, 1), (0, 0), (0, 1))
         assert api[10] == (0, 6)
@@ -119,7 +160,11 @@ def test_members_share_a_partition_and_each_record_goes_to_one_of_them(share_bro
         a2 = heartbeat(c, "sg", "m-a", a.member_epoch)
         assert (a2.error_code, a2.member_epoch, a2.assignment) == (0, b.member_epoch, None), "unchanged: not sent again"
         d = c.request(77, 1, Describe(group_ids=["sg", "nope"], include_authorized_operations=False)).groups
-        assert (d[0].error_code, d[0].group_state, sorted(m.member_id for m in d[0].members)) == (0, "Stable", ["m-a", "m-b"])
+        assert (d[0].error_code, d[0].group_state, sorted(m.member_id for m in d[0].members)) == (
+            0,
+            "Stable",
+            ["m-a", "m-b"],
+        )
         assert d[1].error_code == ErrorCode.GROUP_ID_NOT_FOUND
         listed = c.request(16, 5, ListGroups(states_filter=[], types_filter=["share"])).groups
         assert [(g.group_id, g.group_type) for g in listed] == [("sg", "share")]
@@ -145,10 +190,28 @@ def test_members_share_a_partition_and_each_record_goes_to_one_of_them(share_bro
         rb = fetch(cb, "sg", "m-b", 2, [], acks={(tid, 0): [(0, 2, [1])]})
         p = rb.responses[0].partitions[0]
         assert p.acknowledge_error_code == ErrorCode.INVALID_RECORD_STATE and "offset 0" in p.acknowledge_error_message
-        r = cb.request(79, 1, ShareAck(group_id="sg", member_id="m-b", share_session_epoch=3, topics=[
-            ShareAck.AcknowledgeTopic(topic_id=tid, partitions=[ShareAck.AcknowledgePartition(
-                partition_index=0, acknowledgement_batches=[ShareAck.AcknowledgementBatch(
-                    first_offset=2, last_offset=2, acknowledge_types=[1])])])]))
+        r = cb.request(
+            79,
+            1,
+            ShareAck(
+                group_id="sg",
+                member_id="m-b",
+                share_session_epoch=3,
+                topics=[
+                    ShareAck.AcknowledgeTopic(
+                        topic_id=tid,
+                        partitions=[
+                            ShareAck.AcknowledgePartition(
+                                partition_index=0,
+                                acknowledgement_batches=[
+                                    ShareAck.AcknowledgementBatch(first_offset=2, last_offset=2, acknowledge_types=[1])
+                                ],
+                            )
+                        ],
+                    )
+                ],
+            ),
+        )
         assert (r.error_code, r.responses[0].partitions[0].error_code) == (0, 0)
         sp = share_broker.server.share_fetch.partitions[("sg", "q", 0)]
         assert (sp.start_offset, sp.end_offset) == (10, 10), "everything acknowledged"
@@ -241,12 +304,27 @@ def test_a_share_group_id_is_not_a_consumer_group_and_deletes_only_when_empty(sh
     with RawClient(bs) as c:
         assert create_topic(c, "q6", 1) == 0
         heartbeat(c, "sg6", "m", 0, ["q6"])
-        r = c.request(11, 5, JoinGroup(group_id="sg6", session_timeout_ms=10000, rebalance_timeout_ms=10000,
-                                       member_id="", group_instance_id=None, protocol_type="consumer",
-                                       protocols=[JoinGroup.JoinGroupRequestProtocol(name="range", metadata=b"")]))
+        r = c.request(
+            11,
+            5,
+            JoinGroup(
+                group_id="sg6",
+                session_timeout_ms=10000,
+                rebalance_timeout_ms=10000,
+                member_id="",
+                group_instance_id=None,
+                protocol_type="consumer",
+                protocols=[JoinGroup.JoinGroupRequestProtocol(name="range", metadata=b"")],
+            ),
+        )
         assert r.error_code == ErrorCode.INCONSISTENT_GROUP_PROTOCOL
-        r = c.request(68, 0, CGHeartbeat(group_id="sg6", member_id="x", member_epoch=0, subscribed_topic_names=["q6"],
-                                         topic_partitions=[]))
+        r = c.request(
+            68,
+            0,
+            CGHeartbeat(
+                group_id="sg6", member_id="x", member_epoch=0, subscribed_topic_names=["q6"], topic_partitions=[]
+            ),
+        )
         assert r.error_code == ErrorCode.GROUP_ID_NOT_FOUND and "share group" in r.error_message
         assert c.request(42, 2, DeleteGroups(groups_names=["sg6"])).results[0].error_code == ErrorCode.NON_EMPTY_GROUP
         assert heartbeat(c, "sg6", "m", -1).error_code == 0
@@ -308,9 +386,15 @@ def test_rejected_records_go_to_the_groups_dead_letter_topic(share_broker):
     lg = share_broker.server.replicas.get("dlq.q8", 0).log  # source partition 0 mod 2 partitions
     [dead] = decode_records("dlq.q8", 0, lg.read_batches(0, 1 << 20)[0], 0).take()
     assert (dead.key, dead.value) == (b"k", b"bad")
-    assert dict(dead.headers) == {"h": b"1", "dlt.source.topic": b"q8", "dlt.source.partition": b"0",
-                                  "dlt.source.offset": b"0", "dlt.group": b"sg8", "dlt.attempts": b"1",
-                                  "dlt.error": b"rejected by member m"}
+    assert dict(dead.headers) == {
+        "h": b"1",
+        "dlt.source.topic": b"q8",
+        "dlt.source.partition": b"0",
+        "dlt.source.offset": b"0",
+        "dlt.group": b"sg8",
+        "dlt.attempts": b"1",
+        "dlt.error": b"rejected by member m",
+    }
     assert share_broker.server.replicas.get("not-a-dlq", 0).log.log_end_offset == 0
 
 
@@ -326,7 +410,10 @@ def test_share_sessions_are_bounded_and_idle_ones_dropped(tmp_path):
         assert acquired(fetch(c, "sg10", "a", 0, [(tid, 0)]))[0] == [(0, 0, 1)]
         assert fetch(c, "sg10", "b", 0, [(tid, 0)]).error_code == 0
         r = fetch(c, "sg10", "c", 0, [(tid, 0)])
-        assert r.error_code == ErrorCode.SHARE_SESSION_LIMIT_REACHED and "group.share.max.share.sessions=2" in r.error_message
+        assert (
+            r.error_code == ErrorCode.SHARE_SESSION_LIMIT_REACHED
+            and "group.share.max.share.sessions=2" in r.error_message
+        )
         time.sleep(1.2)  # a and b idle past the group's share.session.timeout.ms
         r = fetch(c, "sg10", "c", 0, [(tid, 0)])
         assert r.error_code == 0 and acquired(r)[0] == [(0, 0, 2)], "a's session was dropped and its record came back"

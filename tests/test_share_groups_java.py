@@ -18,20 +18,24 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-
 from conftest import needs_java, wait_until
-from logbroker import Broker
-from logbroker.protocol import REQUESTS
 from rawclient import RawClient
 from test_group_configs import alter as alter_group
+
+from logbroker import Broker
+from logbroker.protocol import REQUESTS
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 pytestmark = needs_java
 
 WORKER = str(Path(__file__).resolve().parent / "java" / "ShareWorker.java")
-CONFIG = {"group.share.enable": "true", "group.share.auto.offset.reset": "earliest",
-          "group.share.record.lock.duration.ms": "2000", "group.share.delivery.count.limit": "3"}
+CONFIG = {
+    "group.share.enable": "true",
+    "group.share.auto.offset.reset": "earliest",
+    "group.share.record.lock.duration.ms": "2000",
+    "group.share.delivery.count.limit": "3",
+}
 
 
 @pytest.fixture(scope="module")
@@ -126,7 +130,9 @@ class Worker:
         finally:
             err = self._close()
         assert rc == 0, err[-3000:]
-        assert not self.unparsed, f"worker printed lines that are not records: {self.unparsed[:5]}; stderr: {err[-2000:]}"
+        assert not self.unparsed, (
+            f"worker printed lines that are not records: {self.unparsed[:5]}; stderr: {err[-2000:]}"
+        )
         return self.records
 
     def kill(self) -> None:
@@ -143,8 +149,11 @@ def test_three_consumers_share_one_partition_and_accept_each_record_once(share_b
     assert values == list(range(300)), f"{len(values)} records, {len(set(values))} distinct"
     assert sum(1 for r in results if r) >= 2, [len(r) for r in results]
     assert all(count == 1 for r in results for *_, count in r)
-    wait_until(lambda: persisted(share_broker, "jq", "work") == (300, []), timeout=10,
-               what="every record acknowledged, and written")
+    wait_until(
+        lambda: persisted(share_broker, "jq", "work") == (300, []),
+        timeout=10,
+        what="every record acknowledged, and written",
+    )
 
 
 def test_records_held_by_a_killed_consumer_are_redelivered(share_broker, kafka_tools):
@@ -162,8 +171,9 @@ def test_records_held_by_a_killed_consumer_are_redelivered(share_broker, kafka_t
     assert time.monotonic() - t0 < 60
 
 
-def test_released_records_come_back_until_the_delivery_limit_then_go_to_the_dead_letter_topic(share_broker,
-                                                                                            kafka_tools):
+def test_released_records_come_back_until_the_delivery_limit_then_go_to_the_dead_letter_topic(
+    share_broker, kafka_tools
+):
     bs = share_broker.bootstrap_servers
     setup_topic(bs, "poison", 5)
     admin = AdminClient({"bootstrap.servers": bs})
@@ -175,21 +185,43 @@ def test_released_records_come_back_until_the_delivery_limit_then_go_to_the_dead
     for _, _, v, count in seen:
         counts.setdefault(v, []).append(count)
     assert counts == {str(i): [1, 2, 3] for i in range(5)}, "delivered three times (the limit), then archived"
-    wait_until(lambda: persisted(share_broker, "jp", "poison") == (5, []), timeout=10,
-               what="the share-partition written with every record archived")
+    wait_until(
+        lambda: persisted(share_broker, "jp", "poison") == (5, []),
+        timeout=10,
+        what="the share-partition written with every record archived",
+    )
     dead = read_all(bs, "dlq.poison", 5)
     assert [m.value() for m in dead] == [str(i).encode() for i in range(5)]
     for i, m in enumerate(dead):
         h = {k: v.decode() for k, v in m.headers()}
-        assert h == {"dlt.source.topic": "poison", "dlt.source.partition": "0", "dlt.source.offset": str(i),
-                     "dlt.group": "jp", "dlt.attempts": "3", "dlt.error": "delivery count limit 3 reached"}, h
+        assert h == {
+            "dlt.source.topic": "poison",
+            "dlt.source.partition": "0",
+            "dlt.source.offset": str(i),
+            "dlt.group": "jp",
+            "dlt.attempts": "3",
+            "dlt.error": "delivery count limit 3 reached",
+        }, h
 
 
 def test_kafka_console_share_consumer(share_broker, kafka_tools):
     bs = share_broker.bootstrap_servers
     setup_topic(bs, "console", 20, partitions=2)
-    cmd = kafka_tools.tools_java("org.apache.kafka.tools.consumer.ConsoleShareConsumer", [
-        "--bootstrap-server", bs, "--topic", "console", "--group", "jc", "--max-messages", "20", "--timeout-ms", "30000"])
+    cmd = kafka_tools.tools_java(
+        "org.apache.kafka.tools.consumer.ConsoleShareConsumer",
+        [
+            "--bootstrap-server",
+            bs,
+            "--topic",
+            "console",
+            "--group",
+            "jc",
+            "--max-messages",
+            "20",
+            "--timeout-ms",
+            "30000",
+        ],
+    )
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr[-3000:]
     assert sorted(int(v) for v in r.stdout.split()) == list(range(20))
@@ -208,9 +240,21 @@ def test_console_share_consumer_on_three_nodes(tmp_path, kafka_tools):
             p.produce("spread", str(i).encode(), partition=i % 3)
         assert p.flush(10) == 0
         leaders = {m.leader for m in admin.list_topics("spread", timeout=10).topics["spread"].partitions.values()}
-        cmd = kafka_tools.tools_java("org.apache.kafka.tools.consumer.ConsoleShareConsumer", [
-            "--bootstrap-server", bs, "--topic", "spread", "--group", "jc3", "--max-messages", "30",
-            "--timeout-ms", "30000"])
+        cmd = kafka_tools.tools_java(
+            "org.apache.kafka.tools.consumer.ConsoleShareConsumer",
+            [
+                "--bootstrap-server",
+                bs,
+                "--topic",
+                "spread",
+                "--group",
+                "jc3",
+                "--max-messages",
+                "30",
+                "--timeout-ms",
+                "30000",
+            ],
+        )
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
         assert r.returncode == 0, r.stderr[-3000:]
         assert sorted(int(v) for v in r.stdout.split()) == list(range(30))
@@ -222,16 +266,29 @@ def test_kafka_share_groups_describes_resets_and_deletes_offsets(share_broker, k
     setup_topic(bs, "jobs", 20, partitions=2)
 
     def console() -> list[int]:
-        cmd = kafka_tools.tools_java("org.apache.kafka.tools.consumer.ConsoleShareConsumer", [
-            "--bootstrap-server", bs, "--topic", "jobs", "--group", "workers", "--max-messages", "20",
-            "--timeout-ms", "30000"])
+        cmd = kafka_tools.tools_java(
+            "org.apache.kafka.tools.consumer.ConsoleShareConsumer",
+            [
+                "--bootstrap-server",
+                bs,
+                "--topic",
+                "jobs",
+                "--group",
+                "workers",
+                "--max-messages",
+                "20",
+                "--timeout-ms",
+                "30000",
+            ],
+        )
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
         assert r.returncode == 0, r.stderr[-3000:]
         return sorted(int(v) for v in r.stdout.split())
 
     def tool(*args: str) -> list[list[str]]:
-        cmd = kafka_tools.tools_java("org.apache.kafka.tools.consumer.group.ShareGroupCommand",
-                                     ["--bootstrap-server", bs, *args])
+        cmd = kafka_tools.tools_java(
+            "org.apache.kafka.tools.consumer.group.ShareGroupCommand", ["--bootstrap-server", bs, *args]
+        )
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
         assert r.returncode == 0, r.stderr[-3000:]
         return [line.split() for line in r.stdout.splitlines() if line.strip()]
@@ -255,12 +312,19 @@ def test_share_consumers_lose_nothing_when_the_partition_leader_is_killed(tmp_pa
     its share-partitions) is killed with SIGKILL midway. Every record is accepted; records
     acknowledged before the kill are never delivered again (their state was written to the
     share coordinator, replicated, before the acknowledgement was answered)."""
-    from logbroker import Cluster
     from replication_helpers import FAST, full_isr, layout
 
-    config = {**CONFIG, **FAST, "group.share.record.lock.duration.ms": "5000",
-              "share.coordinator.state.topic.replication.factor": 3, "share.coordinator.state.topic.num.partitions": 3,
-              "offsets.topic.replication.factor": 3, "min.insync.replicas": 2}
+    from logbroker import Cluster
+
+    config = {
+        **CONFIG,
+        **FAST,
+        "group.share.record.lock.duration.ms": "5000",
+        "share.coordinator.state.topic.replication.factor": 3,
+        "share.coordinator.state.topic.num.partitions": 3,
+        "offsets.topic.replication.factor": 3,
+        "min.insync.replicas": 2,
+    }
     with Cluster(3, data_dir=tmp_path, config=config) as cluster:
         bs = cluster.bootstrap_servers
         admin = AdminClient({"bootstrap.servers": bs})
@@ -288,8 +352,14 @@ def test_share_consumers_lose_nothing_when_the_partition_leader_is_killed(tmp_pa
         assert again <= 40, f"{again} records delivered twice"
         # the group's start offset, at its share coordinator: past every record
         Describe = REQUESTS[90]
-        req = Describe(groups=[Describe.DescribeShareGroupOffsetsRequestGroup(group_id="fg", topics=[
-            Describe.DescribeShareGroupOffsetsRequestTopic(topic_name="fq", partitions=[0])])])
+        req = Describe(
+            groups=[
+                Describe.DescribeShareGroupOffsetsRequestGroup(
+                    group_id="fg",
+                    topics=[Describe.DescribeShareGroupOffsetsRequestTopic(topic_name="fq", partitions=[0])],
+                )
+            ]
+        )
         answers = []
         for node in cluster.nodes:
             if node.node_id != leader:

@@ -59,7 +59,9 @@ def test_released_and_expired_records_come_back_until_the_delivery_limit():
     assert s.first_available(now=5) == 1
     assert s.acquire("b", 1, 2, now=5, max_records=100) == [(1, 1, 2)]
     assert s.expire_locks(now=6) == 1, "offset 0 expires at its second delivery: archived"
-    assert (s.start_offset, [(o, n) for o, n, _ in s.dead_letters]) == (1, [(0, 2)]), "archived at the start: the start moves past it"
+    assert (s.start_offset, [(o, n) for o, n, _ in s.dead_letters]) == (1, [(0, 2)]), (
+        "archived at the start: the start moves past it"
+    )
     s.acknowledge("b", 1, 1, [Ack.RELEASE], now=7)
     assert [(o, n) for o, n, _ in s.dead_letters] == [(0, 2), (1, 2)]
     assert (s.start_offset, s.end_offset, s.records) == (2, 2, {})
@@ -152,8 +154,12 @@ def test_random_operations_agree_with_a_per_offset_model():
         assert s.end_offset == (max(model) + 1 if model else 0)
         for off, rec in s.records.items():
             m = model[off]
-            state = {RecordState.AVAILABLE: "avail", RecordState.ACQUIRED: "acq",
-                     RecordState.ACKNOWLEDGED: "acked", RecordState.ARCHIVED: "archived"}[rec.state]
+            state = {
+                RecordState.AVAILABLE: "avail",
+                RecordState.ACQUIRED: "acq",
+                RecordState.ACKNOWLEDGED: "acked",
+                RecordState.ARCHIVED: "archived",
+            }[rec.state]
             assert (state, rec.delivery_count) == (m[0], m[1]), (step, off)
     assert s.start_offset > 100, "the run made progress"
     assert failovers > 20
@@ -169,7 +175,11 @@ def test_persisted_state_is_runs_of_the_in_flight_offsets_and_restores_them():
     s.acknowledge("a", 15, 15, [Ack.REJECT], now=1)
     assert s.version == 3 and s.dirty
     assert [(b.first_offset, b.last_offset, b.delivery_state, b.delivery_count) for b in s.state_batches()] == [
-        (10, 10, 0, 1), (11, 12, 2, 1), (13, 14, 0, 1), (15, 15, 4, 1)], "acquired records are written as available"
+        (10, 10, 0, 1),
+        (11, 12, 2, 1),
+        (13, 14, 0, 1),
+        (15, 15, 4, 1),
+    ], "acquired records are written as available"
     r = sp(start=10, limit=5)
     r.restore(s.state_batches())
     assert (r.start_offset, r.end_offset) == (10, 16)
@@ -177,6 +187,7 @@ def test_persisted_state_is_runs_of_the_in_flight_offsets_and_restores_them():
     # a gap between batches is never-delivered records; a done prefix moves the start
     r = sp(start=0)
     from logbroker.coord.groups.share_state_log import StateBatch
+
     r.restore([StateBatch(0, 1, 2, 1), StateBatch(5, 5, 4, 3)])
     assert (r.start_offset, r.end_offset) == (2, 6)
     assert r.acquire("c", 0, 6, now=0, max_records=100) == [(2, 4, 1)]

@@ -9,6 +9,7 @@ import uuid
 
 import pytest
 
+from logbroker.coord.groups.offsets_topic import partition_for
 from logbroker.coord.groups.share_state_log import (
     SNAPSHOT,
     UPDATE,
@@ -26,7 +27,6 @@ from logbroker.coord.groups.share_state_log import (
     state_key,
     update_value,
 )
-from logbroker.coord.groups.offsets_topic import partition_for
 
 TOPIC_ID = uuid.UUID("0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0")
 
@@ -43,13 +43,27 @@ def test_key_layout_is_kafkas():
 
 
 def test_snapshot_value_layout_is_kafkas_and_round_trips():
-    s = ShareState(snapshot_epoch=3, state_epoch=1, leader_epoch=4, start_offset=100, create_ms=5, write_ms=6,
-                   batches=[StateBatch(100, 104, 0, 2), StateBatch(105, 105, 2, 1)], delivery_complete_count=1)
+    s = ShareState(
+        snapshot_epoch=3,
+        state_epoch=1,
+        leader_epoch=4,
+        start_offset=100,
+        create_ms=5,
+        write_ms=6,
+        batches=[StateBatch(100, 104, 0, 2), StateBatch(105, 105, 2, 1)],
+        delivery_complete_count=1,
+    )
     raw = snapshot_value(s)
-    expect = (struct.pack(">hiiiqqq", 0, 3, 1, 4, 100, 5, 6) + bytes([3])
-              + struct.pack(">qqbh", 100, 104, 0, 2) + b"\x00"
-              + struct.pack(">qqbh", 105, 105, 2, 1) + b"\x00"
-              + bytes([1, 0, 4]) + struct.pack(">i", 1))  # tag 0 (DeliveryCompleteCount), 4 bytes
+    expect = (
+        struct.pack(">hiiiqqq", 0, 3, 1, 4, 100, 5, 6)
+        + bytes([3])
+        + struct.pack(">qqbh", 100, 104, 0, 2)
+        + b"\x00"
+        + struct.pack(">qqbh", 105, 105, 2, 1)
+        + b"\x00"
+        + bytes([1, 0, 4])
+        + struct.pack(">i", 1)
+    )  # tag 0 (DeliveryCompleteCount), 4 bytes
     assert raw == expect
     assert parse_snapshot_value(raw) == s
     s.delivery_complete_count = -1
@@ -107,8 +121,11 @@ def test_combine_agrees_with_a_per_offset_model():
         model = {o: v for o, v in {**_expand(old), **_expand(new)}.items() if o >= start}
         assert _expand(got) == model
         assert all(a.last_offset < b.first_offset for a, b in zip(got, got[1:])), "sorted, disjoint"
-        assert not any(a.last_offset + 1 == b.first_offset and (a.delivery_state, a.delivery_count)
-                       == (b.delivery_state, b.delivery_count) for a, b in zip(got, got[1:])), "merged"
+        assert not any(
+            a.last_offset + 1 == b.first_offset
+            and (a.delivery_state, a.delivery_count) == (b.delivery_state, b.delivery_count)
+            for a, b in zip(got, got[1:])
+        ), "merged"
 
 
 def test_overlap_finds_batches_sharing_an_offset():

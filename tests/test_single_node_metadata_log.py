@@ -45,8 +45,11 @@ def test_image_json_moves_to_the_metadata_log(tmp_path):
         assert not (data / "__cluster_metadata").exists(), "image.json is gone once its records are committed"
         assert after.cluster_id == before.cluster_id
         t = after.topics["orders"]
-        assert (t.topic_id, t.configs, sorted(t.partitions)) == (before.topics["orders"].topic_id,
-                                                                  {"retention.ms": "86400000"}, [0, 1, 2])
+        assert (t.topic_id, t.configs, sorted(t.partitions)) == (
+            before.topics["orders"].topic_id,
+            {"retention.ms": "86400000"},
+            [0, 1, 2],
+        )
         assert after.scram_credential("alice", "SCRAM-SHA-256") == before.scram_credential("alice", "SCRAM-SHA-256")
         assert after.client_quotas == before.client_quotas
         assert after.next_producer_id >= before.next_producer_id, "producer ids are never handed out twice"

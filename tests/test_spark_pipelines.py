@@ -6,7 +6,6 @@ import json
 import sys
 from pathlib import Path
 
-import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -19,8 +18,13 @@ def test_zero_call_registration(spark, broker):
     p = Producer({"bootstrap.servers": broker.bootstrap_servers})
     p.produce("zero-call", b"hello")
     p.flush(10)
-    rows = (spark.read.format("logbroker").option("bootstrap.servers", broker.bootstrap_servers)
-            .option("subscribe", "zero-call").load().collect())
+    rows = (
+        spark.read.format("logbroker")
+        .option("bootstrap.servers", broker.bootstrap_servers)
+        .option("subscribe", "zero-call")
+        .load()
+        .collect()
+    )
     assert [r.value for r in rows] == [b"hello"]
 
 
@@ -33,16 +37,26 @@ def test_window_counts_and_topic_to_parquet(spark, broker, tmp_path):
     for t in ("events", "event-counts"):
         admin.create_topics([NewTopic(t, num_partitions=2, replication_factor=1)])[t].result(10)
     p = Producer({"bootstrap.servers": bs})
-    events = [("u1", 1.0, "2026-11-21T10:00:05Z"), ("u1", 2.0, "2026-11-21T10:00:50Z"),
-              ("u2", 5.0, "2026-11-21T10:00:10Z"), ("u1", 4.0, "2026-11-21T10:01:10Z")]
+    events = [
+        ("u1", 1.0, "2026-11-21T10:00:05Z"),
+        ("u1", 2.0, "2026-11-21T10:00:50Z"),
+        ("u2", 5.0, "2026-11-21T10:00:10Z"),
+        ("u1", 4.0, "2026-11-21T10:01:10Z"),
+    ]
     for key, amount, ts in events:
         p.produce("events", json.dumps({"key": key, "amount": amount, "ts": ts}).encode(), key=key.encode())
     p.flush(10)
     q = window_counts.build(spark, bs, "events", "event-counts", str(tmp_path / "ck"), available_now=True)
     q.awaitTermination(120)
     assert q.exception() is None
-    out = (spark.read.format("logbroker").option("bootstrap.servers", bs).option("subscribe", "event-counts").load()
-           .selectExpr("partition", "offset", "CAST(value AS STRING) AS v").collect())
+    out = (
+        spark.read.format("logbroker")
+        .option("bootstrap.servers", bs)
+        .option("subscribe", "event-counts")
+        .load()
+        .selectExpr("partition", "offset", "CAST(value AS STRING) AS v")
+        .collect()
+    )
     results = {}
     for r in sorted(out, key=lambda r: (r.partition, r.offset)):  # newest per key and window wins
         d = json.loads(r.v)

@@ -6,10 +6,8 @@ ending with every record exactly once in a file sink; and the sink."""
 from __future__ import annotations
 
 import json
-import time
 
 import pytest
-
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -27,8 +25,14 @@ def topic_data():
         for i in range(900):
             part = i % 3
             key = f"k{i}".encode() if i % 10 else None
-            p.produce("sp", f"v{i}".encode(), key=key, partition=part, timestamp=1_700_000_000_000 + i,
-                      headers=[("h", f"{i}".encode())])
+            p.produce(
+                "sp",
+                f"v{i}".encode(),
+                key=key,
+                partition=part,
+                timestamp=1_700_000_000_000 + i,
+                headers=[("h", f"{i}".encode())],
+            )
             rows.append((key, f"v{i}".encode(), part, 1_700_000_000_000 + i))
         assert p.flush(10) == 0
         yield bs, rows
@@ -54,15 +58,27 @@ def test_batch_read_all_columns(spark, topic_data):
 
 def test_batch_read_offsets_headers_and_min_partitions(spark, topic_data):
     bs, _ = topic_data
-    df = (spark.read.format("logbroker").option("kafka.bootstrap.servers", bs).option("assign", json.dumps({"sp": [1]}))
-          .option("startingOffsets", json.dumps({"sp": {"1": 10}})).option("endingOffsets", json.dumps({"sp": {"1": 20}}))
-          .option("includeHeaders", "true").option("minPartitions", "4").load())
+    df = (
+        spark.read.format("logbroker")
+        .option("kafka.bootstrap.servers", bs)
+        .option("assign", json.dumps({"sp": [1]}))
+        .option("startingOffsets", json.dumps({"sp": {"1": 10}}))
+        .option("endingOffsets", json.dumps({"sp": {"1": 20}}))
+        .option("includeHeaders", "true")
+        .option("minPartitions", "4")
+        .load()
+    )
     assert df.rdd.getNumPartitions() == 4
     got = sorted(df.collect(), key=lambda r: r.offset)
     assert [r.offset for r in got] == list(range(10, 20))
     assert [(h.key, h.value) for h in got[0].headers] == [("h", str(1 + 3 * 10).encode())]
-    by_time = (spark.read.format("logbroker").option("bootstrap.servers", bs).option("subscribe", "sp")
-               .option("startingTimestamp", str(1_700_000_000_000 + 600)).load())
+    by_time = (
+        spark.read.format("logbroker")
+        .option("bootstrap.servers", bs)
+        .option("subscribe", "sp")
+        .option("startingTimestamp", str(1_700_000_000_000 + 600))
+        .load()
+    )
     assert by_time.count() == 300
 
 
@@ -71,11 +87,20 @@ def test_streaming_available_now_with_restart_exactly_once(spark, topic_data, tm
     out, ckpt = str(tmp_path / "out"), str(tmp_path / "ckpt")
 
     def run_once() -> None:
-        q = (spark.readStream.format("logbroker").option("bootstrap.servers", bs).option("subscribe", "sp")
-             .option("startingOffsets", "earliest").option("maxOffsetsPerTrigger", "200").load()
-             .selectExpr("CAST(value AS STRING) AS v", "partition", "offset")
-             .writeStream.format("parquet").option("path", out).option("checkpointLocation", ckpt)
-             .trigger(availableNow=True).start())
+        q = (
+            spark.readStream.format("logbroker")
+            .option("bootstrap.servers", bs)
+            .option("subscribe", "sp")
+            .option("startingOffsets", "earliest")
+            .option("maxOffsetsPerTrigger", "200")
+            .load()
+            .selectExpr("CAST(value AS STRING) AS v", "partition", "offset")
+            .writeStream.format("parquet")
+            .option("path", out)
+            .option("checkpointLocation", ckpt)
+            .trigger(availableNow=True)
+            .start()
+        )
         q.awaitTermination(120)
         assert q.exception() is None
         return q
@@ -97,9 +122,15 @@ def test_spark_kafka_source_gets_the_same_rows(spark, topic_data):
     bs, _ = topic_data
     cols = ["key", "value", "topic", "partition", "offset", "timestamp", "timestampType"]
     ours = spark.read.format("logbroker").option("bootstrap.servers", bs).option("subscribe", "sp").load()
-    theirs = (spark.read.format("kafka").option("kafka.bootstrap.servers", bs).option("subscribe", "sp")
-              .option("startingOffsets", "earliest").load())
+    theirs = (
+        spark.read.format("kafka")
+        .option("kafka.bootstrap.servers", bs)
+        .option("subscribe", "sp")
+        .option("startingOffsets", "earliest")
+        .load()
+    )
     assert theirs.columns == ours.columns
+
     def rows(df):
         return sorted((tuple(r) for r in df.select(*cols).collect()), key=lambda r: (r[3], r[4]))
 
@@ -124,18 +155,36 @@ def test_logbroker_sink_batch_and_stream(spark, topic_data, tmp_path):
     admin.create_topics([NewTopic("sp-sink", num_partitions=2, replication_factor=1)])["sp-sink"].result(10)
     df = spark.createDataFrame(
         [(f"k{i}", f"row-{i}", i % 2, [("src", b"spark")]) for i in range(40)],
-        "key string, value string, partition int, headers array<struct<key: string, value: binary>>")
+        "key string, value string, partition int, headers array<struct<key: string, value: binary>>",
+    )
     df.write.format("logbroker").option("bootstrap.servers", bs).option("topic", "sp-sink").mode("append").save()
-    back = (spark.read.format("logbroker").option("bootstrap.servers", bs).option("subscribe", "sp-sink")
-            .option("includeHeaders", "true").load().collect())
+    back = (
+        spark.read.format("logbroker")
+        .option("bootstrap.servers", bs)
+        .option("subscribe", "sp-sink")
+        .option("includeHeaders", "true")
+        .load()
+        .collect()
+    )
     assert sorted((r.key, r.value, r.partition) for r in back) == sorted(
-        (f"k{i}".encode(), f"row-{i}".encode(), i % 2) for i in range(40))
+        (f"k{i}".encode(), f"row-{i}".encode(), i % 2) for i in range(40)
+    )
     assert all([(h.key, h.value) for h in r.headers] == [("src", b"spark")] for r in back)
     # streaming: copy topic sp into sp-copy with the logbroker sink
-    q = (spark.readStream.format("logbroker").option("bootstrap.servers", bs).option("subscribe", "sp")
-         .option("startingOffsets", "earliest").load().selectExpr("key", "value")
-         .writeStream.format("logbroker").option("bootstrap.servers", bs).option("topic", "sp-copy")
-         .option("checkpointLocation", str(tmp_path / "ck")).trigger(availableNow=True).start())
+    q = (
+        spark.readStream.format("logbroker")
+        .option("bootstrap.servers", bs)
+        .option("subscribe", "sp")
+        .option("startingOffsets", "earliest")
+        .load()
+        .selectExpr("key", "value")
+        .writeStream.format("logbroker")
+        .option("bootstrap.servers", bs)
+        .option("topic", "sp-copy")
+        .option("checkpointLocation", str(tmp_path / "ck"))
+        .trigger(availableNow=True)
+        .start()
+    )
     q.awaitTermination(120)
     assert q.exception() is None
     src = spark.read.format("logbroker").option("bootstrap.servers", bs).option("subscribe", "sp").load().count()
@@ -150,7 +199,9 @@ def test_pattern_new_partitions_and_fail_on_data_loss(spark, tmp_path):
     with Broker(data_dir=tmp_path / "d") as b:
         bs = b.bootstrap_servers
         admin = AdminClient({"bootstrap.servers": bs})
-        admin.create_topics([NewTopic("pat-a", 1, 1), NewTopic("pat-b", 1, 1), NewTopic("other", 1, 1)])["pat-b"].result(10)
+        admin.create_topics([NewTopic("pat-a", 1, 1), NewTopic("pat-b", 1, 1), NewTopic("other", 1, 1)])[
+            "pat-b"
+        ].result(10)
         p = Producer({"bootstrap.servers": bs})
         for t in ("pat-a", "pat-b", "other"):
             p.produce(t, t.encode())
@@ -161,10 +212,19 @@ def test_pattern_new_partitions_and_fail_on_data_loss(spark, tmp_path):
         out, ck = str(tmp_path / "o"), str(tmp_path / "ck")
 
         def run():
-            q = (spark.readStream.format("logbroker").option("bootstrap.servers", bs).option("subscribe", "pat-a")
-                 .option("startingOffsets", "earliest").load().selectExpr("CAST(value AS STRING) AS v")
-                 .writeStream.format("parquet").option("path", out).option("checkpointLocation", ck)
-                 .trigger(availableNow=True).start())
+            q = (
+                spark.readStream.format("logbroker")
+                .option("bootstrap.servers", bs)
+                .option("subscribe", "pat-a")
+                .option("startingOffsets", "earliest")
+                .load()
+                .selectExpr("CAST(value AS STRING) AS v")
+                .writeStream.format("parquet")
+                .option("path", out)
+                .option("checkpointLocation", ck)
+                .trigger(availableNow=True)
+                .start()
+            )
             q.awaitTermination(120)
             assert q.exception() is None
 
@@ -181,18 +241,35 @@ def test_pattern_new_partitions_and_fail_on_data_loss(spark, tmp_path):
         for i in range(5):
             p.produce("other", f"x{i}".encode())
         p.flush(10)
-        from logbroker.protocol import REQUESTS
         from rawclient import RawClient
+
+        from logbroker.protocol import REQUESTS
 
         DeleteRecords = REQUESTS[21]
         with RawClient(bs) as c:
-            r = c.request(21, 2, DeleteRecords(topics=[DeleteRecords.DeleteRecordsTopic(
-                name="other", partitions=[DeleteRecords.DeleteRecordsPartition(partition_index=0, offset=4)])], timeout_ms=5000))
+            r = c.request(
+                21,
+                2,
+                DeleteRecords(
+                    topics=[
+                        DeleteRecords.DeleteRecordsTopic(
+                            name="other", partitions=[DeleteRecords.DeleteRecordsPartition(partition_index=0, offset=4)]
+                        )
+                    ],
+                    timeout_ms=5000,
+                ),
+            )
             assert r.topics[0].partitions[0].error_code == 0
 
         def read(fail: str):
-            return (spark.read.format("logbroker").option("bootstrap.servers", bs).option("subscribe", "other")
-                    .option("startingOffsets", json.dumps({"other": {"0": 0}})).option("failOnDataLoss", fail).load())
+            return (
+                spark.read.format("logbroker")
+                .option("bootstrap.servers", bs)
+                .option("subscribe", "other")
+                .option("startingOffsets", json.dumps({"other": {"0": 0}}))
+                .option("failOnDataLoss", fail)
+                .load()
+            )
 
         with pytest.raises(Exception, match="no longer available"):
             read("true").collect()

@@ -18,9 +18,9 @@ import pytest
 import trustme
 from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
+from conftest import kcat_bin, needs_java, rdkafka_values
 
 import logbroker
-from conftest import kcat_bin, needs_java, rdkafka_values
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -51,8 +51,9 @@ def pki(tmp_path_factory) -> Pki:
 
 
 def tls_broker(tmp_path: Path, pki: Pki, **settings) -> logbroker.Broker:
-    return logbroker.Broker(data_dir=tmp_path / "d", listener="SSL", ssl_keystore_location=str(pki.keystore),
-                            **settings)
+    return logbroker.Broker(
+        data_dir=tmp_path / "d", listener="SSL", ssl_keystore_location=str(pki.keystore), **settings
+    )
 
 
 def rdkafka_conf(bs: str, pki: Pki, **extra) -> dict:
@@ -82,8 +83,14 @@ def test_librdkafka_and_kafka_python_over_tls(tmp_path, pki):
             kp.send("tls-kp", b"kp%d" % i)
         kp.flush(30)
         kp.close()
-        kc = KafkaConsumer("tls-kp", bootstrap_servers=bs, security_protocol="SSL", ssl_cafile=str(pki.ca_pem),
-                           auto_offset_reset="earliest", consumer_timeout_ms=10000)
+        kc = KafkaConsumer(
+            "tls-kp",
+            bootstrap_servers=bs,
+            security_protocol="SSL",
+            ssl_cafile=str(pki.ca_pem),
+            auto_offset_reset="earliest",
+            consumer_timeout_ms=10000,
+        )
         assert sorted(m.value for m in kc) == sorted(b"kp%d" % i for i in range(100))
         kc.close()
 
@@ -102,8 +109,9 @@ def test_aiokafka_and_kcat_over_tls(tmp_path, pki):
             for i in range(50):
                 await p.send_and_wait("tls-aio", b"a%d" % i)
             await p.stop()
-            c = AIOKafkaConsumer("tls-aio", bootstrap_servers=bs, security_protocol="SSL", ssl_context=ctx,
-                                 auto_offset_reset="earliest")
+            c = AIOKafkaConsumer(
+                "tls-aio", bootstrap_servers=bs, security_protocol="SSL", ssl_context=ctx, auto_offset_reset="earliest"
+            )
             await c.start()
             out = []
             try:
@@ -116,8 +124,9 @@ def test_aiokafka_and_kcat_over_tls(tmp_path, pki):
 
         assert sorted(asyncio.run(asyncio.wait_for(run(), 60))) == sorted(b"a%d" % i for i in range(50))
         kcat = [kcat_bin(), "-b", bs, "-X", "security.protocol=ssl", "-X", f"ssl.ca.location={pki.ca_pem}"]
-        r = subprocess.run(kcat + ["-C", "-t", "tls-aio", "-o", "beginning", "-e", "-q"], capture_output=True,
-                           timeout=60)
+        r = subprocess.run(
+            kcat + ["-C", "-t", "tls-aio", "-o", "beginning", "-e", "-q"], capture_output=True, timeout=60
+        )
         assert r.returncode == 0, r.stderr
         assert sorted(r.stdout.split()) == sorted(b"a%d" % i for i in range(50))
 
@@ -132,15 +141,43 @@ def test_java_client_over_tls(tmp_path, pki):
     with tls_broker(tmp_path, pki) as b:
         bs = b.bootstrap_servers
         lines = [f"k{i}:java-tls-{i}" for i in range(200)]
-        cmd = tools.tools_java("org.apache.kafka.tools.ConsoleProducer", [
-            "--bootstrap-server", bs, "--topic", "tls-java", "--command-config", str(props),
-            "--property", "parse.key=true", "--property", "key.separator=:"])
+        cmd = tools.tools_java(
+            "org.apache.kafka.tools.ConsoleProducer",
+            [
+                "--bootstrap-server",
+                bs,
+                "--topic",
+                "tls-java",
+                "--command-config",
+                str(props),
+                "--property",
+                "parse.key=true",
+                "--property",
+                "key.separator=:",
+            ],
+        )
         r = subprocess.run(cmd, input="".join(line + "\n" for line in lines).encode(), capture_output=True, timeout=120)
         assert r.returncode == 0, r.stderr.decode()[-3000:]
-        cmd = tools.tools_java("org.apache.kafka.tools.consumer.ConsoleConsumer", [
-            "--bootstrap-server", bs, "--topic", "tls-java", "--from-beginning", "--max-messages", "200",
-            "--timeout-ms", "60000", "--command-config", str(props), "--formatter-property", "print.key=true",
-            "--formatter-property", "key.separator=:"])
+        cmd = tools.tools_java(
+            "org.apache.kafka.tools.consumer.ConsoleConsumer",
+            [
+                "--bootstrap-server",
+                bs,
+                "--topic",
+                "tls-java",
+                "--from-beginning",
+                "--max-messages",
+                "200",
+                "--timeout-ms",
+                "60000",
+                "--command-config",
+                str(props),
+                "--formatter-property",
+                "print.key=true",
+                "--formatter-property",
+                "key.separator=:",
+            ],
+        )
         r = subprocess.run(cmd, capture_output=True, timeout=120)
         assert r.returncode == 0, r.stderr.decode()[-3000:]
         assert r.stdout.decode().splitlines() == lines
@@ -172,8 +209,14 @@ def test_certificate_subject_is_the_principal(tmp_path, pki):
     cert = x509.load_pem_x509_certificate(pki.client_cert.read_bytes())
     principal = _core.certificate_principal(cert.public_bytes(Encoding.DER))
     assert principal == "User:" + cert.subject.rfc4514_string(), "RFC 4514 writes the same string as RFC 2253 here"
-    with tls_broker(tmp_path, pki, ssl_client_auth="requested", ssl_truststore_location=str(pki.ca_pem),
-                    authorizer_class_name=STANDARD_AUTHORIZER, super_users=principal) as b:
+    with tls_broker(
+        tmp_path,
+        pki,
+        ssl_client_auth="requested",
+        ssl_truststore_location=str(pki.ca_pem),
+        authorizer_class_name=STANDARD_AUTHORIZER,
+        super_users=principal,
+    ) as b:
         bs = b.bootstrap_servers
         mtls = {"ssl.certificate.location": str(pki.client_cert), "ssl.key.location": str(pki.client_key)}
         assert len(roundtrip_rdkafka(bs, pki, "by-cert", 50, **mtls)) == 50
@@ -187,22 +230,32 @@ def test_principal_mapping_rules(tmp_path, pki, caplog):
     """ssl.principal.mapping.rules (KIP-371): the first rule that matches names the client;
     a certificate no rule maps is refused (its connection closed, the reason logged), and a
     bad rule stops the start."""
-    ours = pki.ca.issue_cert("ours.example", common_name="Alice", organization_name="Example",
-                             organization_unit_name="payments")
+    ours = pki.ca.issue_cert(
+        "ours.example", common_name="Alice", organization_name="Example", organization_unit_name="payments"
+    )
     theirs = pki.ca.issue_cert("theirs.example", common_name="bob", organization_name="Elsewhere")
     files = {}
     for name, cert in (("ours", ours), ("theirs", theirs)):
         files[name] = tmp_path / f"{name}.pem"
         cert.private_key_and_cert_chain_pem.write_to_path(str(files[name]))
     rules = "RULE:^CN=([^,]+),OU=payments,O=Example$/$1/L"
-    with tls_broker(tmp_path, pki, ssl_client_auth="required", ssl_truststore_location=str(pki.ca_pem),
-                    ssl_principal_mapping_rules=rules, authorizer_class_name="org.apache.kafka.metadata.authorizer."
-                    "StandardAuthorizer", super_users="User:alice") as b:
+    with tls_broker(
+        tmp_path,
+        pki,
+        ssl_client_auth="required",
+        ssl_truststore_location=str(pki.ca_pem),
+        ssl_principal_mapping_rules=rules,
+        authorizer_class_name="org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        super_users="User:alice",
+    ) as b:
         bs = b.bootstrap_servers
         alice = {"ssl.certificate.location": str(files["ours"]), "ssl.key.location": str(files["ours"])}
         assert len(roundtrip_rdkafka(bs, pki, "mapped", 20, **alice)) == 20, "User:alice is a super user"
-        bob = {"ssl.certificate.location": str(files["theirs"]), "ssl.key.location": str(files["theirs"]),
-               "socket.timeout.ms": 3000}
+        bob = {
+            "ssl.certificate.location": str(files["theirs"]),
+            "ssl.key.location": str(files["theirs"]),
+            "socket.timeout.ms": 3000,
+        }
         with pytest.raises(KafkaException):
             AdminClient(rdkafka_conf(bs, pki, **bob)).list_topics(timeout=5)
         assert any('no ssl.principal.mapping.rules rule applies to "CN=bob,' in m for m in caplog.messages)
@@ -215,13 +268,18 @@ def test_wrong_ca_plaintext_and_garbage_are_refused(tmp_path, pki):
     with tls_broker(tmp_path, pki) as b:
         host, port = b.address
         # A client that does not trust the broker's CA.
-        admin = AdminClient({"bootstrap.servers": b.bootstrap_servers, "security.protocol": "SSL",
-                             "ssl.ca.location": str(pki.other_ca_pem)})
+        admin = AdminClient(
+            {
+                "bootstrap.servers": b.bootstrap_servers,
+                "security.protocol": "SSL",
+                "ssl.ca.location": str(pki.other_ca_pem),
+            }
+        )
         with pytest.raises(KafkaException):
             admin.list_topics(timeout=5)
         # A plaintext Kafka request, then garbage, on the TLS port: the broker closes the
         # connection (nothing hangs) and goes on.
-        api_versions = bytes.fromhex("0000001a" "0012" "0000" "00000001" "0004" "74657374" "00" "0000") + b"\0" * 8
+        api_versions = bytes.fromhex("0000001a0012000000000001000474657374000000") + b"\0" * 8
         for payload in (api_versions, b"\x16\x03\x01\xff\xff" + b"\xee" * 4000, b"\x00" * 70000):
             with socket.create_connection((host, port), timeout=5) as s:
                 try:
@@ -234,14 +292,17 @@ def test_wrong_ca_plaintext_and_garbage_are_refused(tmp_path, pki):
         assert len(roundtrip_rdkafka(b.bootstrap_servers, pki, "after-garbage", 10)) == 10
 
 
-@pytest.mark.parametrize("settings, message", [
-    ({}, "ssl.keystore.location"),
-    ({"ssl_keystore_location": "/nonexistent/broker.pem"}, "/nonexistent/broker.pem"),
-    ({"ssl_keystore_location": "CA"}, "keystore"),
-    ({"ssl_keystore_location": "BROKER", "ssl_client_auth": "required"}, "ssl.truststore.location"),
-    ({"ssl_keystore_location": "BROKER", "ssl_key_password": "secret"}, "ssl.key.password"),
-    ({"ssl_keystore_location": "BROKER", "console_listen": "127.0.0.1:0"}, "console.listen"),
-])
+@pytest.mark.parametrize(
+    "settings, message",
+    [
+        ({}, "ssl.keystore.location"),
+        ({"ssl_keystore_location": "/nonexistent/broker.pem"}, "/nonexistent/broker.pem"),
+        ({"ssl_keystore_location": "CA"}, "keystore"),
+        ({"ssl_keystore_location": "BROKER", "ssl_client_auth": "required"}, "ssl.truststore.location"),
+        ({"ssl_keystore_location": "BROKER", "ssl_key_password": "secret"}, "ssl.key.password"),
+        ({"ssl_keystore_location": "BROKER", "console_listen": "127.0.0.1:0"}, "console.listen"),
+    ],
+)
 def test_bad_tls_settings_stop_the_start_with_a_clear_error(tmp_path, pki, settings, message):
     paths = {"CA": str(pki.ca_pem), "BROKER": str(pki.keystore)}
     settings = {k: paths.get(v, v) for k, v in settings.items()}
@@ -251,9 +312,23 @@ def test_bad_tls_settings_stop_the_start_with_a_clear_error(tmp_path, pki, setti
 
 
 def test_serve_refuses_bad_tls_settings(tmp_path, pki):
-    r = subprocess.run([sys.executable, "-m", "logbroker", "serve", "--data-dir", str(tmp_path / "d"), "--listen",
-                        "SSL://127.0.0.1:0", "--set", f"ssl.keystore.location={pki.ca_pem}"],
-                       capture_output=True, text=True, timeout=60)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "logbroker",
+            "serve",
+            "--data-dir",
+            str(tmp_path / "d"),
+            "--listen",
+            "SSL://127.0.0.1:0",
+            "--set",
+            f"ssl.keystore.location={pki.ca_pem}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert r.returncode == 2, r.stderr
     assert "keystore" in r.stderr and "Traceback" not in r.stderr
 
@@ -314,7 +389,9 @@ def test_our_client_over_tls_sync_asyncio_and_trio(tmp_path, pki):
 def test_our_client_refuses_a_broker_it_does_not_trust(tmp_path, pki):
     with tls_broker(tmp_path, pki) as b:
         with pytest.raises((logbroker.KafkaError, ConnectionError), match="CERTIFICATE_VERIFY_FAILED|certificate"):
-            with logbroker.Admin(b.bootstrap_servers, **our_tls(pki, ssl_truststore_location=str(pki.other_ca_pem))) as a:
+            with logbroker.Admin(
+                b.bootstrap_servers, **our_tls(pki, ssl_truststore_location=str(pki.other_ca_pem))
+            ) as a:
                 a.list_topics(timeout=3)
         # Hostname checking is on by default; the broker's certificate names 127.0.0.1.
         with logbroker.Admin(b.bootstrap_servers, **our_tls(pki)) as a:
@@ -334,18 +411,34 @@ def test_cli_over_tls_with_command_config(tmp_path, pki):
     props.write_text(f"security.protocol=SSL\nssl.truststore.type=PEM\nssl.truststore.location={pki.ca_pem}\n")
 
     def cli(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "logbroker", *args], input=stdin, capture_output=True, text=True,
-                              timeout=120)
+        return subprocess.run(
+            [sys.executable, "-m", "logbroker", *args], input=stdin, capture_output=True, text=True, timeout=120
+        )
 
     with tls_broker(tmp_path, pki) as b, logbroker.Broker(data_dir=tmp_path / "plain") as plain:
         bs = b.bootstrap_servers
         cc = ["--command-config", str(props)]
         r = cli("topic", "--bootstrap-server", bs, *cc, "create", "--topic", "cli-tls", "--partitions", "2")
         assert r.returncode == 0, r.stderr
-        r = cli("produce", "--bootstrap-server", bs, *cc, "--topic", "cli-tls", stdin="".join(f"l{i}\n" for i in range(50)))
+        r = cli(
+            "produce", "--bootstrap-server", bs, *cc, "--topic", "cli-tls", stdin="".join(f"l{i}\n" for i in range(50))
+        )
         assert r.returncode == 0, r.stderr
-        r = cli("consume", "--bootstrap-server", bs, *cc, "--topic", "cli-tls", "--from-beginning", "--group", "cg",
-                "--max-messages", "50", "--timeout", "20")
+        r = cli(
+            "consume",
+            "--bootstrap-server",
+            bs,
+            *cc,
+            "--topic",
+            "cli-tls",
+            "--from-beginning",
+            "--group",
+            "cg",
+            "--max-messages",
+            "50",
+            "--timeout",
+            "20",
+        )
         assert r.returncode == 0 and sorted(r.stdout.split()) == sorted(f"l{i}" for i in range(50)), r.stderr
         r = cli("group", "--bootstrap-server", bs, *cc, "list")
         assert r.returncode == 0 and "cg" in r.stdout, r.stderr
@@ -358,8 +451,20 @@ def test_cli_over_tls_with_command_config(tmp_path, pki):
             for i in range(30):
                 p.send("mirrored", b"m%d" % i)
             p.flush(10)
-        r = cli("mirror", "--from", plain.bootstrap_servers, "--to", bs, "--to-config", str(props), "--topics",
-                "mirrored", "--once", "--idle-timeout", "2")
+        r = cli(
+            "mirror",
+            "--from",
+            plain.bootstrap_servers,
+            "--to",
+            bs,
+            "--to-config",
+            str(props),
+            "--topics",
+            "mirrored",
+            "--once",
+            "--idle-timeout",
+            "2",
+        )
         assert r.returncode == 0 and "copied 30 record(s)" in r.stderr, r.stderr
         # Without the properties the CLI cannot talk to the SSL listener: a clean failure.
         r = cli("topic", "--bootstrap-server", bs, "list")

@@ -12,8 +12,12 @@ from confluent_kafka.admin import AdminClient, ConfigResource
 
 
 def cli(bs: str, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "logbroker", "topic", "--bootstrap-server", bs, *args],
-                          capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "logbroker", "topic", "--bootstrap-server", bs, *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 def test_topic_commands(broker):
@@ -43,8 +47,10 @@ def test_topic_commands(broker):
     r = cli(bs, "describe", "--topic", "orders", "--json")
     assert r.returncode == 0, r.stderr
     [doc] = json.loads(r.stdout)
-    assert [(q["partition"], q["leader"], q["replicas"], q["isr"], q["earliest_offset"], q["latest_offset"])
-            for q in doc["partitions"]] == [(0, 1, [1], [1], 0, 0), (1, 1, [1], [1], 0, 7), (2, 1, [1], [1], 0, 0)]
+    assert [
+        (q["partition"], q["leader"], q["replicas"], q["isr"], q["earliest_offset"], q["latest_offset"])
+        for q in doc["partitions"]
+    ] == [(0, 1, [1], [1], 0, 0), (1, 1, [1], [1], 0, 7), (2, 1, [1], [1], 0, 0)]
     r = cli(bs, "describe", "--topic", "orders", "--configs")
     assert r.returncode == 0 and "orders: 3 partition(s)" in r.stdout and "retention.ms" in r.stdout, r.stdout
     assert cli(bs, "describe", "--topic", "nope").returncode == 1

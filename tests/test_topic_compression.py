@@ -13,7 +13,6 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
-
 from conftest import wait_until
 
 CODEC_IDS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
@@ -41,13 +40,22 @@ def produce(bs: str, topic: str, values: list[bytes], codec: str) -> None:
 
 
 def consume(bs: str, topic: str, n: int) -> list[bytes]:
-    c = Consumer({"bootstrap.servers": bs, "group.id": f"g-{topic}", "auto.offset.reset": "earliest",
-                  "enable.auto.commit": False})
+    c = Consumer(
+        {
+            "bootstrap.servers": bs,
+            "group.id": f"g-{topic}",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
     c.subscribe([topic])
     got: list[bytes] = []
     try:
-        wait_until(lambda: got.extend(m.value() for m in c.consume(500, 1) if m.error() is None) or len(got) >= n,
-                   60, f"{n} records from {topic}")
+        wait_until(
+            lambda: got.extend(m.value() for m in c.consume(500, 1) if m.error() is None) or len(got) >= n,
+            60,
+            f"{n} records from {topic}",
+        )
     finally:
         c.close()
     return got
@@ -68,9 +76,12 @@ def test_topic_codec_is_what_the_segments_hold(lb):
     bp, admin = lb
     bs = bp.bootstrap_servers
     values = [f"value-{i:05d}-".encode() * 8 for i in range(400)]
-    for topic, config in (("as-producer", {}), ("as-zstd", {"compression.type": "zstd"}),
-                          ("as-gzip", {"compression.type": "gzip", "compression.gzip.level": "9"}),
-                          ("as-none", {"compression.type": "uncompressed"})):
+    for topic, config in (
+        ("as-producer", {}),
+        ("as-zstd", {"compression.type": "zstd"}),
+        ("as-gzip", {"compression.type": "gzip", "compression.gzip.level": "9"}),
+        ("as-none", {"compression.type": "uncompressed"}),
+    ):
         create(admin, topic, config)
         produce(bs, topic, values, "lz4")
         assert consume(bs, topic, len(values)) == values, topic
@@ -84,6 +95,7 @@ def test_topic_codec_is_what_the_segments_hold(lb):
 
     # our own consumer reads the recompressed batches too
     from logbroker import Consumer as OurConsumer
+
     with OurConsumer(bs, group_id="ours", auto_offset_reset="earliest") as c:
         c.subscribe(["as-zstd"])
         got: list[bytes] = []
@@ -96,9 +108,14 @@ def test_altering_the_codec_applies_to_new_batches(lb):
     bs = bp.bootstrap_servers
     create(admin, "changes", {"compression.type": "snappy"})
     produce(bs, "changes", [b"a" * 100] * 50, "none")
-    r = ConfigResource("topic", "changes", incremental_configs=[
-        ConfigEntry("compression.type", "zstd", incremental_operation=AlterConfigOpType.SET),
-        ConfigEntry("compression.zstd.level", "19", incremental_operation=AlterConfigOpType.SET)])
+    r = ConfigResource(
+        "topic",
+        "changes",
+        incremental_configs=[
+            ConfigEntry("compression.type", "zstd", incremental_operation=AlterConfigOpType.SET),
+            ConfigEntry("compression.zstd.level", "19", incremental_operation=AlterConfigOpType.SET),
+        ],
+    )
     admin.incremental_alter_configs([r])[r].result(30)
     described = admin.describe_configs([ConfigResource("topic", "changes")])
     entries = next(iter(described.values())).result(30)
@@ -117,8 +134,12 @@ def test_defaults_and_bad_values(lb):
     assert entries["compression.type"].value == "producer" and entries["compression.type"].is_default
     assert entries["compression.gzip.level"].value == "-1"
     assert entries["compression.zstd.level"].value == "3"
-    for key, bad in (("compression.type", "brotli"), ("compression.gzip.level", "10"),
-                     ("compression.zstd.level", "23"), ("compression.lz4.level", "0")):
+    for key, bad in (
+        ("compression.type", "brotli"),
+        ("compression.gzip.level", "10"),
+        ("compression.zstd.level", "23"),
+        ("compression.lz4.level", "0"),
+    ):
         fut = admin.create_topics([NewTopic("refused", 1, 1, config={key: bad})])["refused"]
         with pytest.raises(KafkaException) as e:
             fut.result(30)

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import time
 
-from logbroker.protocol import REQUESTS, ErrorCode
 from rawclient import RawClient
 from test_bad_input import create_topic
+
+from logbroker.protocol import REQUESTS, ErrorCode
 
 FindCoordinator = REQUESTS[10]
 InitProducerId = REQUESTS[22]
@@ -19,24 +20,42 @@ TxnOffsetCommit = REQUESTS[28]
 
 
 def init(c, txn_id, timeout_ms=60000, version=4, pid=-1, epoch=-1):
-    return c.request(22, version, InitProducerId(transactional_id=txn_id, transaction_timeout_ms=timeout_ms,
-                                                 producer_id=pid, producer_epoch=epoch))
+    return c.request(
+        22,
+        version,
+        InitProducerId(
+            transactional_id=txn_id, transaction_timeout_ms=timeout_ms, producer_id=pid, producer_epoch=epoch
+        ),
+    )
 
 
 def add(c, txn_id, pid, epoch, parts, version=3):
     topics = {}
     for t, p in parts:
         topics.setdefault(t, []).append(p)
-    r = c.request(24, version, AddPartitionsToTxn(
-        v3_and_below_transactional_id=txn_id, v3_and_below_producer_id=pid, v3_and_below_producer_epoch=epoch,
-        v3_and_below_topics=[AddPartitionsToTxn.AddPartitionsToTxnTopic(name=t, partitions=ps) for t, ps in topics.items()]))
-    return {(t.name, p.partition_index): p.partition_error_code for t in r.results_by_topic_v3_and_below
-            for p in t.results_by_partition}
+    r = c.request(
+        24,
+        version,
+        AddPartitionsToTxn(
+            v3_and_below_transactional_id=txn_id,
+            v3_and_below_producer_id=pid,
+            v3_and_below_producer_epoch=epoch,
+            v3_and_below_topics=[
+                AddPartitionsToTxn.AddPartitionsToTxnTopic(name=t, partitions=ps) for t, ps in topics.items()
+            ],
+        ),
+    )
+    return {
+        (t.name, p.partition_index): p.partition_error_code
+        for t in r.results_by_topic_v3_and_below
+        for p in t.results_by_partition
+    }
 
 
 def end(c, txn_id, pid, epoch, commit, version=3):
-    return c.request(26, version, EndTxn(transactional_id=txn_id, producer_id=pid, producer_epoch=epoch,
-                                         committed=commit)).error_code
+    return c.request(
+        26, version, EndTxn(transactional_id=txn_id, producer_id=pid, producer_epoch=epoch, committed=commit)
+    ).error_code
 
 
 def test_protocol_errors_and_state_rules(broker):
@@ -61,7 +80,9 @@ def test_protocol_errors_and_state_rules(broker):
         assert add(c, "tx", pid, epoch + 5, [("te", 0)], version=1) == {("te", 0): ErrorCode.INVALID_PRODUCER_EPOCH}
         # an unknown partition fails the whole request
         assert add(c, "tx", pid, epoch, [("te", 0), ("te", 9)]) == {
-            ("te", 0): ErrorCode.OPERATION_NOT_ATTEMPTED, ("te", 9): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
+            ("te", 0): ErrorCode.OPERATION_NOT_ATTEMPTED,
+            ("te", 9): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+        }
         r = c.request(25, 3, AddOffsetsToTxn(transactional_id="tx", producer_id=pid, producer_epoch=epoch, group_id=""))
         assert r.error_code == ErrorCode.INVALID_GROUP_ID
 
@@ -92,9 +113,19 @@ def test_write_txn_markers_checks_epochs_and_partitions(broker):
         pid, epoch = r.producer_id, r.producer_epoch
 
         def markers(producer_epoch, coordinator_epoch, parts, commit=True):
-            req = WriteTxnMarkers(markers=[WriteTxnMarkers.WritableTxnMarker(
-                producer_id=pid, producer_epoch=producer_epoch, transaction_result=commit, coordinator_epoch=coordinator_epoch,
-                topics=[WriteTxnMarkers.WritableTxnMarkerTopic(name=t, partition_indexes=[p]) for t, p in parts])])
+            req = WriteTxnMarkers(
+                markers=[
+                    WriteTxnMarkers.WritableTxnMarker(
+                        producer_id=pid,
+                        producer_epoch=producer_epoch,
+                        transaction_result=commit,
+                        coordinator_epoch=coordinator_epoch,
+                        topics=[
+                            WriteTxnMarkers.WritableTxnMarkerTopic(name=t, partition_indexes=[p]) for t, p in parts
+                        ],
+                    )
+                ]
+            )
             resp = c.request(27, 1, req)
             return [p.error_code for m in resp.markers for t in m.topics for p in t.partitions]
 
@@ -114,10 +145,24 @@ def test_txn_offset_commit_checks_the_member(broker):
         r = init(c, "otx")
         assert r.error_code == ErrorCode.NONE, r
         pid, epoch = r.producer_id, r.producer_epoch
-        req = TxnOffsetCommit(transactional_id="otx", group_id="g-to", producer_id=pid, producer_epoch=epoch,
-                              generation_id=3, member_id="ghost", topics=[TxnOffsetCommit.TxnOffsetCommitRequestTopic(
-                                  name="to", partitions=[TxnOffsetCommit.TxnOffsetCommitRequestPartition(
-                                      partition_index=0, committed_offset=5, committed_metadata="")])])
+        req = TxnOffsetCommit(
+            transactional_id="otx",
+            group_id="g-to",
+            producer_id=pid,
+            producer_epoch=epoch,
+            generation_id=3,
+            member_id="ghost",
+            topics=[
+                TxnOffsetCommit.TxnOffsetCommitRequestTopic(
+                    name="to",
+                    partitions=[
+                        TxnOffsetCommit.TxnOffsetCommitRequestPartition(
+                            partition_index=0, committed_offset=5, committed_metadata=""
+                        )
+                    ],
+                )
+            ],
+        )
         (code,) = [p.error_code for t in c.request(28, 3, req).topics for p in t.partitions]
         assert code == ErrorCode.UNKNOWN_MEMBER_ID
 
@@ -132,17 +177,28 @@ def test_describe_and_list_transactions(broker):
         assert add(c, "dtx", pid, epoch, [("dl", 1), ("dl", 0)]) == {("dl", 0): 0, ("dl", 1): 0}
         d = c.request(65, 0, DescribeTransactions(transactional_ids=["dtx", "nobody"]))
         found, missing = d.transaction_states
-        assert (found.error_code, found.transaction_state, found.producer_id, found.producer_epoch,
-                found.transaction_timeout_ms) == (0, "Ongoing", pid, epoch, 45000)
+        assert (
+            found.error_code,
+            found.transaction_state,
+            found.producer_id,
+            found.producer_epoch,
+            found.transaction_timeout_ms,
+        ) == (0, "Ongoing", pid, epoch, 45000)
         assert found.transaction_start_time_ms > 0
         assert [(t.topic, list(t.partitions)) for t in found.topics] == [("dl", [0, 1])]
         assert missing.error_code == ErrorCode.TRANSACTIONAL_ID_NOT_FOUND
 
         def listed(states=(), pids=(), duration=-1, version=1):
-            r = c.request(66, version, ListTransactions(state_filters=list(states), producer_id_filters=list(pids),
-                                                        duration_filter=duration))
-            return r.error_code, list(r.unknown_state_filters), [(t.transactional_id, t.transaction_state)
-                                                                 for t in r.transaction_states]
+            r = c.request(
+                66,
+                version,
+                ListTransactions(state_filters=list(states), producer_id_filters=list(pids), duration_filter=duration),
+            )
+            return (
+                r.error_code,
+                list(r.unknown_state_filters),
+                [(t.transactional_id, t.transaction_state) for t in r.transaction_states],
+            )
 
         assert listed() == (0, [], [("dtx", "Ongoing")])
         assert listed(states=["Ongoing", "Bogus"]) == (0, ["Bogus"], [("dtx", "Ongoing")])
@@ -159,11 +215,15 @@ def test_describe_and_list_transactions(broker):
 
 def test_idle_transactional_ids_expire_and_stay_removed_after_a_restart(tmp_path):
     from conftest import wait_until
+
     from logbroker import Broker
 
     DescribeTransactions = REQUESTS[65]
-    config = {"transactional.id.expiration.ms": 1500, "transaction.remove.expired.transaction.cleanup.interval.ms": 300,
-              "transaction.abort.timed.out.transaction.cleanup.interval.ms": 300}
+    config = {
+        "transactional.id.expiration.ms": 1500,
+        "transaction.remove.expired.transaction.cleanup.interval.ms": 300,
+        "transaction.abort.timed.out.transaction.cleanup.interval.ms": 300,
+    }
 
     def states(c):
         d = c.request(65, 0, DescribeTransactions(transactional_ids=["idle-tx", "busy-tx"]))
@@ -177,11 +237,16 @@ def test_idle_transactional_ids_expire_and_stay_removed_after_a_restart(tmp_path
         assert add(c, "busy-tx", busy.producer_id, busy.producer_epoch, [("ex", 0)]) == {("ex", 0): 0}
         assert states(c) == [(0, "Empty"), (0, "Ongoing")]
         # idle past transactional.id.expiration.ms: removed; an open transaction is not
-        wait_until(lambda: states(c)[0][0] == ErrorCode.TRANSACTIONAL_ID_NOT_FOUND, timeout=15,
-                   what="the idle transactional id removed")
+        wait_until(
+            lambda: states(c)[0][0] == ErrorCode.TRANSACTIONAL_ID_NOT_FOUND,
+            timeout=15,
+            what="the idle transactional id removed",
+        )
         assert states(c)[1] == (0, "Ongoing")
-    with Broker(data_dir=tmp_path / "d", config={**config, "transactional.id.expiration.ms": 600000}) as b, \
-            RawClient(b.bootstrap_servers) as c:
+    with (
+        Broker(data_dir=tmp_path / "d", config={**config, "transactional.id.expiration.ms": 600000}) as b,
+        RawClient(b.bootstrap_servers) as c,
+    ):
         wait_until(lambda: states(c)[1] == (0, "Ongoing"), timeout=15, what="the coordinator loaded")
         assert states(c)[0][0] == ErrorCode.TRANSACTIONAL_ID_NOT_FOUND, "the tombstone was read back"
         again = init(c, "idle-tx")

@@ -21,7 +21,6 @@ from logbroker.coord.groups.transaction_log import (
     txn_value,
 )
 
-
 # -- hand encoders, written from the schema, independent of the module under test --
 
 
@@ -64,9 +63,15 @@ def compact_str(s: str) -> bytes:
 
 
 def value(**kw) -> TxnLogValue:
-    base: dict = dict(producer_id=4000, producer_epoch=7, timeout_ms=60000, status=TxnStatus.ONGOING,
-                      partitions={"orders": [0, 2], "payments": [1]}, last_update_ms=1_700_000_000_123,
-                      start_ms=1_700_000_000_000)
+    base: dict = dict(
+        producer_id=4000,
+        producer_epoch=7,
+        timeout_ms=60000,
+        status=TxnStatus.ONGOING,
+        partitions={"orders": [0, 2], "payments": [1]},
+        last_update_ms=1_700_000_000_123,
+        start_ms=1_700_000_000_000,
+    )
     base.update(kw)
     return TxnLogValue(**base)
 
@@ -98,15 +103,18 @@ def test_key_bytes_and_round_trip():
         assert parse_txn_key(txn_key(tid)) == tid
 
 
-@pytest.mark.parametrize("raw,match", [
-    (i16(1) + str16("t"), "unknown key version 1"),
-    (i16(-1) + str16("t"), "unknown key version -1"),
-    (i16(0) + str16("t") + b"\x00", "trailing"),
-    (i16(0) + i16(-1), "null"),
-    (i16(0) + i16(-5), "negative length"),
-    (i16(0) + i16(2) + b"\xff\xfe", "UTF-8"),
-    (b"", "truncated"),
-])
+@pytest.mark.parametrize(
+    "raw,match",
+    [
+        (i16(1) + str16("t"), "unknown key version 1"),
+        (i16(-1) + str16("t"), "unknown key version -1"),
+        (i16(0) + str16("t") + b"\x00", "trailing"),
+        (i16(0) + i16(-1), "null"),
+        (i16(0) + i16(-5), "negative length"),
+        (i16(0) + i16(2) + b"\xff\xfe", "UTF-8"),
+        (b"", "truncated"),
+    ],
+)
 def test_bad_keys(raw, match):
     with pytest.raises(TransactionLogError, match=match):
         parse_txn_key(raw)
@@ -123,21 +131,54 @@ def test_key_truncated_at_every_length():
 
 
 def test_v0_hand_built_parses():
-    raw = (i16(0) + i64(123456789) + i16(3) + i32(900000) + i8(2)
-           + i32(2)
-           + str16("b-topic") + i32(3) + i32(5) + i32(1) + i32(3)
-           + str16("a-topic") + i32(1) + i32(0)
-           + i64(1_700_000_000_999) + i64(1_700_000_000_500))
+    raw = (
+        i16(0)
+        + i64(123456789)
+        + i16(3)
+        + i32(900000)
+        + i8(2)
+        + i32(2)
+        + str16("b-topic")
+        + i32(3)
+        + i32(5)
+        + i32(1)
+        + i32(3)
+        + str16("a-topic")
+        + i32(1)
+        + i32(0)
+        + i64(1_700_000_000_999)
+        + i64(1_700_000_000_500)
+    )
     v = parse_txn_value(raw)
-    assert v == TxnLogValue(producer_id=123456789, producer_epoch=3, timeout_ms=900000,
-                            status=TxnStatus.PREPARE_COMMIT, partitions={"a-topic": [0], "b-topic": [1, 3, 5]},
-                            last_update_ms=1_700_000_000_999, start_ms=1_700_000_000_500)
+    assert v == TxnLogValue(
+        producer_id=123456789,
+        producer_epoch=3,
+        timeout_ms=900000,
+        status=TxnStatus.PREPARE_COMMIT,
+        partitions={"a-topic": [0], "b-topic": [1, 3, 5]},
+        last_update_ms=1_700_000_000_999,
+        start_ms=1_700_000_000_500,
+    )
     assert v.status.kafka_name == "PrepareCommit"
     # the writer produces the same bytes, topics and ids sorted
-    expected = (i16(0) + i64(123456789) + i16(3) + i32(900000) + i8(2) + i32(2)
-                + str16("a-topic") + i32(1) + i32(0)
-                + str16("b-topic") + i32(3) + i32(1) + i32(3) + i32(5)
-                + i64(1_700_000_000_999) + i64(1_700_000_000_500))
+    expected = (
+        i16(0)
+        + i64(123456789)
+        + i16(3)
+        + i32(900000)
+        + i8(2)
+        + i32(2)
+        + str16("a-topic")
+        + i32(1)
+        + i32(0)
+        + str16("b-topic")
+        + i32(3)
+        + i32(1)
+        + i32(3)
+        + i32(5)
+        + i64(1_700_000_000_999)
+        + i64(1_700_000_000_500)
+    )
     assert txn_value(v, version=0) == expected
 
 
@@ -150,29 +191,75 @@ def test_v0_hand_built_null_partitions():
 
 def test_v1_hand_built_matches_writer():
     v = value(previous_producer_id=3999, client_transaction_version=2)
-    raw = (i16(1) + i64(4000) + i16(7) + i32(60000) + i8(1)
-           + uvarint(3)
-           + compact_str("orders") + uvarint(3) + i32(0) + i32(2) + uvarint(0)
-           + compact_str("payments") + uvarint(2) + i32(1) + uvarint(0)
-           + i64(1_700_000_000_123) + i64(1_700_000_000_000)
-           + uvarint(2) + uvarint(0) + uvarint(8) + i64(3999) + uvarint(2) + uvarint(2) + i16(2))
+    raw = (
+        i16(1)
+        + i64(4000)
+        + i16(7)
+        + i32(60000)
+        + i8(1)
+        + uvarint(3)
+        + compact_str("orders")
+        + uvarint(3)
+        + i32(0)
+        + i32(2)
+        + uvarint(0)
+        + compact_str("payments")
+        + uvarint(2)
+        + i32(1)
+        + uvarint(0)
+        + i64(1_700_000_000_123)
+        + i64(1_700_000_000_000)
+        + uvarint(2)
+        + uvarint(0)
+        + uvarint(8)
+        + i64(3999)
+        + uvarint(2)
+        + uvarint(2)
+        + i16(2)
+    )
     assert txn_value(v) == raw
     assert parse_txn_value(raw) == v
 
 
 def test_v1_unknown_tags_skipped():
-    raw = (i16(1) + i64(77) + i16(1) + i32(30000) + i8(4)
-           + uvarint(2)
-           # a PartitionsSchema entry with an unknown tag of its own
-           + compact_str("t") + uvarint(2) + i32(9) + uvarint(1) + uvarint(5) + uvarint(3) + b"xyz"
-           + i64(200) + i64(100)
-           + uvarint(3)
-           + uvarint(1) + uvarint(8) + i64(78)
-           + uvarint(42) + uvarint(4) + b"\x00\x01\x02\x03"  # unknown
-           + uvarint(300) + uvarint(0))  # unknown, multi-byte tag, empty
+    raw = (
+        i16(1)
+        + i64(77)
+        + i16(1)
+        + i32(30000)
+        + i8(4)
+        + uvarint(2)
+        # a PartitionsSchema entry with an unknown tag of its own
+        + compact_str("t")
+        + uvarint(2)
+        + i32(9)
+        + uvarint(1)
+        + uvarint(5)
+        + uvarint(3)
+        + b"xyz"
+        + i64(200)
+        + i64(100)
+        + uvarint(3)
+        + uvarint(1)
+        + uvarint(8)
+        + i64(78)
+        + uvarint(42)
+        + uvarint(4)
+        + b"\x00\x01\x02\x03"  # unknown
+        + uvarint(300)
+        + uvarint(0)
+    )  # unknown, multi-byte tag, empty
     v = parse_txn_value(raw)
-    assert v == TxnLogValue(producer_id=77, producer_epoch=1, timeout_ms=30000, status=TxnStatus.COMPLETE_COMMIT,
-                            partitions={"t": [9]}, last_update_ms=200, start_ms=100, next_producer_id=78)
+    assert v == TxnLogValue(
+        producer_id=77,
+        producer_epoch=1,
+        timeout_ms=30000,
+        status=TxnStatus.COMPLETE_COMMIT,
+        partitions={"t": [9]},
+        last_update_ms=200,
+        start_ms=100,
+        next_producer_id=78,
+    )
 
 
 def test_v1_null_partitions_and_no_tags():
@@ -186,14 +273,22 @@ def test_v1_null_partitions_and_no_tags():
 
 
 @pytest.mark.parametrize("version", [0, 1])
-@pytest.mark.parametrize("v", [
-    value(),
-    value(status=TxnStatus.EMPTY, partitions={}, start_ms=-1),  # written as a null array
-    value(status=TxnStatus.COMPLETE_ABORT, partitions={}),  # written as an empty array
-    value(status=TxnStatus.PREPARE_EPOCH_FENCE, producer_id=-1, producer_epoch=-1),
-    value(partitions={"ü-topic": list(range(100)), "": [0]}, timeout_ms=2**31 - 1,
-          last_update_ms=2**63 - 1, start_ms=-(2**63)),
-], ids=["ongoing", "empty-null", "abort-empty", "fence", "extremes"])
+@pytest.mark.parametrize(
+    "v",
+    [
+        value(),
+        value(status=TxnStatus.EMPTY, partitions={}, start_ms=-1),  # written as a null array
+        value(status=TxnStatus.COMPLETE_ABORT, partitions={}),  # written as an empty array
+        value(status=TxnStatus.PREPARE_EPOCH_FENCE, producer_id=-1, producer_epoch=-1),
+        value(
+            partitions={"ü-topic": list(range(100)), "": [0]},
+            timeout_ms=2**31 - 1,
+            last_update_ms=2**63 - 1,
+            start_ms=-(2**63),
+        ),
+    ],
+    ids=["ongoing", "empty-null", "abort-empty", "fence", "extremes"],
+)
 def test_round_trip(version, v):
     assert parse_txn_value(txn_value(v, version=version)) == v
 
@@ -211,10 +306,19 @@ def test_round_trip_random():
     rnd = random.Random(20240601)
     for _ in range(300):
         status = rnd.choice(list(TxnStatus))
-        parts = {f"topic-{rnd.randrange(50)}": sorted(rnd.sample(range(1000), rnd.randrange(1, 8)))
-                 for _ in range(rnd.randrange(0, 5))}
-        v = TxnLogValue(rnd.randrange(-1, 2**63), rnd.randrange(-1, 2**15), rnd.randrange(0, 2**31), status, parts,
-                        rnd.randrange(-1, 2**62), rnd.randrange(-1, 2**62))
+        parts = {
+            f"topic-{rnd.randrange(50)}": sorted(rnd.sample(range(1000), rnd.randrange(1, 8)))
+            for _ in range(rnd.randrange(0, 5))
+        }
+        v = TxnLogValue(
+            rnd.randrange(-1, 2**63),
+            rnd.randrange(-1, 2**15),
+            rnd.randrange(0, 2**31),
+            status,
+            parts,
+            rnd.randrange(-1, 2**62),
+            rnd.randrange(-1, 2**62),
+        )
         assert parse_txn_value(txn_value(v, version=0)) == v
         v.previous_producer_id = rnd.choice([-1, rnd.randrange(2**63)])
         v.next_producer_id = rnd.choice([-1, rnd.randrange(2**63)])
@@ -223,11 +327,27 @@ def test_round_trip_random():
 
 
 def test_parse_sorts_and_merges_partitions():
-    raw = (i16(0) + i64(1) + i16(0) + i32(1) + i8(1) + i32(3)
-           + str16("z") + i32(2) + i32(4) + i32(2)
-           + str16("a") + i32(1) + i32(1)
-           + str16("z") + i32(2) + i32(2) + i32(0)
-           + i64(0) + i64(0))
+    raw = (
+        i16(0)
+        + i64(1)
+        + i16(0)
+        + i32(1)
+        + i8(1)
+        + i32(3)
+        + str16("z")
+        + i32(2)
+        + i32(4)
+        + i32(2)
+        + str16("a")
+        + i32(1)
+        + i32(1)
+        + str16("z")
+        + i32(2)
+        + i32(2)
+        + i32(0)
+        + i64(0)
+        + i64(0)
+    )
     v = parse_txn_value(raw)
     assert v.partitions == {"a": [1], "z": [0, 2, 4]} and list(v.partitions) == ["a", "z"]
 
@@ -246,11 +366,14 @@ def test_tagged_defaults_omitted():
     assert len(txn_value(value(previous_producer_id=5))) == base + 1 + 1 + 8
     assert len(txn_value(value(next_producer_id=5))) == base + 1 + 1 + 8
     assert len(txn_value(value(client_transaction_version=2))) == base + 1 + 1 + 2
-    assert len(txn_value(value(previous_producer_id=5, next_producer_id=6, client_transaction_version=2))) \
+    assert (
+        len(txn_value(value(previous_producer_id=5, next_producer_id=6, client_transaction_version=2)))
         == base + 10 + 10 + 4
+    )
     # explicitly passing the defaults changes nothing
-    assert txn_value(value(previous_producer_id=-1, next_producer_id=-1, client_transaction_version=0)) \
-        == txn_value(value())
+    assert txn_value(value(previous_producer_id=-1, next_producer_id=-1, client_transaction_version=0)) == txn_value(
+        value()
+    )
 
 
 def test_v0_refuses_non_default_tagged_fields():
@@ -271,28 +394,57 @@ def test_write_errors():
 # -- values: bad input --
 
 
-@pytest.mark.parametrize("raw,match", [
-    (i16(2) + i64(0), "unknown version 2"),
-    (i16(-1), "unknown version -1"),
-    (b"\x00", "truncated at value version"),
-    (i16(0) + i64(1) + i16(0), "truncated at TransactionTimeoutMs"),
-    (i16(0) + i64(1) + i16(0) + i32(0) + i8(8) + i32(-1) + i64(0) + i64(0), "bad TransactionStatus code 8"),
-    (i16(0) + i64(1) + i16(0) + i32(0) + i8(-1) + i32(-1) + i64(0) + i64(0), "bad TransactionStatus code -1"),
-    (i16(0) + i64(1) + i16(0) + i32(0) + i8(0) + i32(-1) + i64(0) + i64(0) + b"\x00", "trailing"),
-    (i16(1) + i64(1) + i16(0) + i32(0) + i8(0) + uvarint(0) + i64(0) + i64(0) + uvarint(0) + b"\x00", "trailing"),
-    (i16(0) + i64(1) + i16(0) + i32(0) + i8(1) + i32(-2), "negative length"),
-    (i16(0) + i64(1) + i16(0) + i32(0) + i8(1) + i32(1) + str16("t") + i32(-1), "PartitionIds .* null"),
-    (i16(0) + i64(1) + i16(0) + i32(0) + i8(1) + i32(1) + i16(-1), "Topic is null"),
-    (i16(1) + i64(1) + i16(0) + i32(0) + i8(1) + uvarint(2) + uvarint(0), "Topic is null"),
-    (i16(0) + i64(1) + i16(0) + i32(0) + i8(1) + i32(1) + i16(1) + b"\xff", "UTF-8"),
-    (i16(0) + i64(1) + i16(0) + i32(0) + i8(1) + i32(1) + str16("t") + i32(1000), "truncated at PartitionIds"),
-    (i16(1) + i64(1) + i16(0) + i32(0) + i8(0) + uvarint(0) + i64(0) + i64(0)
-     + uvarint(1) + uvarint(0) + uvarint(4) + i32(0), "PreviousProducerId has 4 bytes"),
-    (i16(1) + i64(1) + i16(0) + i32(0) + i8(0) + uvarint(0) + i64(0) + i64(0)
-     + uvarint(1) + uvarint(9) + uvarint(10) + b"abc", "truncated at TransactionLogValue tag 9 data"),
-    (i16(1) + i64(1) + i16(0) + i32(0) + i8(0) + b"\xff\xff\xff\xff\xff\x01", "longer than 5 bytes"),
-    (i16(1) + i64(1) + i16(0) + i32(0) + i8(0) + b"\xff\xff\xff\xff\x7f", "32 bits"),
-])
+@pytest.mark.parametrize(
+    "raw,match",
+    [
+        (i16(2) + i64(0), "unknown version 2"),
+        (i16(-1), "unknown version -1"),
+        (b"\x00", "truncated at value version"),
+        (i16(0) + i64(1) + i16(0), "truncated at TransactionTimeoutMs"),
+        (i16(0) + i64(1) + i16(0) + i32(0) + i8(8) + i32(-1) + i64(0) + i64(0), "bad TransactionStatus code 8"),
+        (i16(0) + i64(1) + i16(0) + i32(0) + i8(-1) + i32(-1) + i64(0) + i64(0), "bad TransactionStatus code -1"),
+        (i16(0) + i64(1) + i16(0) + i32(0) + i8(0) + i32(-1) + i64(0) + i64(0) + b"\x00", "trailing"),
+        (i16(1) + i64(1) + i16(0) + i32(0) + i8(0) + uvarint(0) + i64(0) + i64(0) + uvarint(0) + b"\x00", "trailing"),
+        (i16(0) + i64(1) + i16(0) + i32(0) + i8(1) + i32(-2), "negative length"),
+        (i16(0) + i64(1) + i16(0) + i32(0) + i8(1) + i32(1) + str16("t") + i32(-1), "PartitionIds .* null"),
+        (i16(0) + i64(1) + i16(0) + i32(0) + i8(1) + i32(1) + i16(-1), "Topic is null"),
+        (i16(1) + i64(1) + i16(0) + i32(0) + i8(1) + uvarint(2) + uvarint(0), "Topic is null"),
+        (i16(0) + i64(1) + i16(0) + i32(0) + i8(1) + i32(1) + i16(1) + b"\xff", "UTF-8"),
+        (i16(0) + i64(1) + i16(0) + i32(0) + i8(1) + i32(1) + str16("t") + i32(1000), "truncated at PartitionIds"),
+        (
+            i16(1)
+            + i64(1)
+            + i16(0)
+            + i32(0)
+            + i8(0)
+            + uvarint(0)
+            + i64(0)
+            + i64(0)
+            + uvarint(1)
+            + uvarint(0)
+            + uvarint(4)
+            + i32(0),
+            "PreviousProducerId has 4 bytes",
+        ),
+        (
+            i16(1)
+            + i64(1)
+            + i16(0)
+            + i32(0)
+            + i8(0)
+            + uvarint(0)
+            + i64(0)
+            + i64(0)
+            + uvarint(1)
+            + uvarint(9)
+            + uvarint(10)
+            + b"abc",
+            "truncated at TransactionLogValue tag 9 data",
+        ),
+        (i16(1) + i64(1) + i16(0) + i32(0) + i8(0) + b"\xff\xff\xff\xff\xff\x01", "longer than 5 bytes"),
+        (i16(1) + i64(1) + i16(0) + i32(0) + i8(0) + b"\xff\xff\xff\xff\x7f", "32 bits"),
+    ],
+)
 def test_bad_values(raw, match):
     with pytest.raises(TransactionLogError, match=match):
         parse_txn_value(raw)
@@ -300,8 +452,9 @@ def test_bad_values(raw, match):
 
 @pytest.mark.parametrize("version", [0, 1])
 def test_value_truncated_at_every_length(version):
-    full = txn_value(value(next_producer_id=4001, client_transaction_version=2)
-                     if version else value(), version=version)
+    full = txn_value(
+        value(next_producer_id=4001, client_transaction_version=2) if version else value(), version=version
+    )
     parse_txn_value(full)
     for n in range(len(full)):
         with pytest.raises(TransactionLogError, match="truncated") as e:
@@ -311,9 +464,12 @@ def test_value_truncated_at_every_length(version):
 
 def test_random_garbage_only_transaction_log_error():
     rnd = random.Random(1234)
-    valid = [txn_value(value(), version=0), txn_value(value()),
-             txn_value(value(previous_producer_id=1, next_producer_id=2, client_transaction_version=2)),
-             txn_value(value(status=TxnStatus.EMPTY, partitions={}))]
+    valid = [
+        txn_value(value(), version=0),
+        txn_value(value()),
+        txn_value(value(previous_producer_id=1, next_producer_id=2, client_transaction_version=2)),
+        txn_value(value(status=TxnStatus.EMPTY, partitions={})),
+    ]
     parsed = 0
     for i in range(4000):
         kind = i % 4
@@ -330,7 +486,7 @@ def test_random_garbage_only_transaction_log_error():
                 elif op == 1:
                     b[at:at] = rnd.randbytes(rnd.randrange(1, 4))
                 else:
-                    del b[at:at + rnd.randrange(1, 4)]
+                    del b[at : at + rnd.randrange(1, 4)]
             raw = bytes(b)
         try:
             v = parse_txn_value(raw)
@@ -373,8 +529,22 @@ def test_java_hash_reference_values():
     assert java_hash("polygenelubricants") == -(2**31)
 
 
-@pytest.mark.parametrize("tid", ["hello", "", "a", "Aa", "my-transactional-id", "txn-0", "txn-17",
-                                 "ünïcödé", "emoji-🙂-id", "polygenelubricants", "x" * 200])
+@pytest.mark.parametrize(
+    "tid",
+    [
+        "hello",
+        "",
+        "a",
+        "Aa",
+        "my-transactional-id",
+        "txn-0",
+        "txn-17",
+        "ünïcödé",
+        "emoji-🙂-id",
+        "polygenelubricants",
+        "x" * 200,
+    ],
+)
 @pytest.mark.parametrize("num_partitions", [1, 3, 50, 1000])
 def test_partition_for(tid, num_partitions):
     h = java_hash(tid)

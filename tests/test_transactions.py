@@ -26,11 +26,19 @@ def txn_producer(bootstrap: str, txn_id: str, **conf) -> Producer:
     return p
 
 
-def read(bootstrap: str, topic: str, isolation: str, partitions: int = 1, idle: float = 2.0,
-         group: str | None = None) -> list[tuple[int, int, bytes]]:
+def read(
+    bootstrap: str, topic: str, isolation: str, partitions: int = 1, idle: float = 2.0, group: str | None = None
+) -> list[tuple[int, int, bytes]]:
     """(partition, offset, value) of every record a consumer sees until `idle` s pass without one."""
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group or f"g-{uuid.uuid4().hex[:8]}",
-                  "isolation.level": isolation, "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    c = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": group or f"g-{uuid.uuid4().hex[:8]}",
+            "isolation.level": isolation,
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
     if group is None:
         c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
     else:
@@ -137,8 +145,15 @@ def test_consume_transform_produce_commits_offsets_with_the_transaction(bootstra
     src.flush(10)
 
     def run_once(n: int, commit: bool) -> None:
-        c = Consumer({"bootstrap.servers": bootstrap, "group.id": "etl", "isolation.level": "read_committed",
-                      "auto.offset.reset": "earliest", "enable.auto.commit": False})
+        c = Consumer(
+            {
+                "bootstrap.servers": bootstrap,
+                "group.id": "etl",
+                "isolation.level": "read_committed",
+                "auto.offset.reset": "earliest",
+                "enable.auto.commit": False,
+            }
+        )
         c.subscribe(["in"])
         p = txn_producer(bootstrap, "etl-tx")
         p.begin_transaction()
@@ -199,8 +214,9 @@ def test_transactions_and_offsets_survive_a_restart(tmp_path):
 
 
 def test_a_transaction_past_its_timeout_is_aborted(tmp_path):
-    with Broker(data_dir=tmp_path / "data",
-                config={"transaction.abort.timed.out.transaction.cleanup.interval.ms": "200"}) as b:
+    with Broker(
+        data_dir=tmp_path / "data", config={"transaction.abort.timed.out.transaction.cleanup.interval.ms": "200"}
+    ) as b:
         bs = b.bootstrap_servers
         create_topic(bs, "slow")
         p = txn_producer(bs, "tx-slow", **{"transaction.timeout.ms": 1000})

@@ -14,12 +14,12 @@ import time
 from pathlib import Path
 
 from confluent_kafka import Consumer, Producer, TopicPartition
-
-from logbroker import Broker
-from logbroker.protocol import REQUESTS, ErrorCode
 from rawclient import RawClient
 from test_bad_input import create_topic
 from test_transaction_errors import init
+
+from logbroker import Broker
+from logbroker.protocol import REQUESTS, ErrorCode
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benches"))
 from batches import build_batch  # noqa: E402
@@ -35,15 +35,27 @@ DescribeTransactions = REQUESTS[65]
 
 def produce(c, txn_id, topic, partition, pid, epoch, seq, values, version=12):
     batch = build_batch(values, producer_id=pid, producer_epoch=epoch, base_sequence=seq, transactional=True)
-    r = c.request(0, version, Produce(transactional_id=txn_id, acks=-1, timeout_ms=5000, topic_data=[
-        Produce.TopicProduceData(name=topic, partition_data=[
-            Produce.PartitionProduceData(index=partition, records=batch)])]))
+    r = c.request(
+        0,
+        version,
+        Produce(
+            transactional_id=txn_id,
+            acks=-1,
+            timeout_ms=5000,
+            topic_data=[
+                Produce.TopicProduceData(
+                    name=topic, partition_data=[Produce.PartitionProduceData(index=partition, records=batch)]
+                )
+            ],
+        ),
+    )
     return r.responses[0].partition_responses[0]
 
 
 def end_v5(c, txn_id, pid, epoch, commit):
-    return c.request(26, 5, REQUESTS[26](transactional_id=txn_id, producer_id=pid, producer_epoch=epoch,
-                                         committed=commit))
+    return c.request(
+        26, 5, REQUESTS[26](transactional_id=txn_id, producer_id=pid, producer_epoch=epoch, committed=commit)
+    )
 
 
 def describe(c, txn_id):
@@ -51,8 +63,15 @@ def describe(c, txn_id):
 
 
 def committed_values(bootstrap, topic, partitions=1):
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "v2-check", "isolation.level": "read_committed",
-                  "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    c = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "v2-check",
+            "isolation.level": "read_committed",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
     c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
     out, last = [], time.monotonic()
     try:
@@ -191,21 +210,47 @@ def test_txn_offset_commit_v5_adds_the_offsets_partition(broker):
         r = init(c, "t2o")
         pid, epoch = r.producer_id, r.producer_epoch
         assert produce(c, "t2o", "v2o", 0, pid, epoch, 0, [b"v"]).error_code == ErrorCode.NONE
-        req = TxnOffsetCommit(transactional_id="t2o", group_id="g2o", producer_id=pid, producer_epoch=epoch,
-                              generation_id=-1, member_id="", group_instance_id=None, topics=[
-                                  TxnOffsetCommit.TxnOffsetCommitRequestTopic(name="v2o", partitions=[
-                                      TxnOffsetCommit.TxnOffsetCommitRequestPartition(
-                                          partition_index=0, committed_offset=7, committed_leader_epoch=-1,
-                                          committed_metadata="")])])
+        req = TxnOffsetCommit(
+            transactional_id="t2o",
+            group_id="g2o",
+            producer_id=pid,
+            producer_epoch=epoch,
+            generation_id=-1,
+            member_id="",
+            group_instance_id=None,
+            topics=[
+                TxnOffsetCommit.TxnOffsetCommitRequestTopic(
+                    name="v2o",
+                    partitions=[
+                        TxnOffsetCommit.TxnOffsetCommitRequestPartition(
+                            partition_index=0, committed_offset=7, committed_leader_epoch=-1, committed_metadata=""
+                        )
+                    ],
+                )
+            ],
+        )
         resp = c.request(28, 5, req)
         assert resp.topics[0].partitions[0].error_code == ErrorCode.NONE, resp
         d = describe(c, "t2o")
         assert "__consumer_offsets" in {t.topic for t in d.topics}, d
         # a stale epoch is fenced at the coordinator before anything is written
-        stale = TxnOffsetCommit(**{**{k: getattr(req, k) for k in ("transactional_id", "group_id", "producer_id",
-                                                                   "generation_id", "member_id",
-                                                                   "group_instance_id", "topics")},
-                                   "producer_epoch": epoch + 3})
+        stale = TxnOffsetCommit(
+            **{
+                **{
+                    k: getattr(req, k)
+                    for k in (
+                        "transactional_id",
+                        "group_id",
+                        "producer_id",
+                        "generation_id",
+                        "member_id",
+                        "group_instance_id",
+                        "topics",
+                    )
+                },
+                "producer_epoch": epoch + 3,
+            }
+        )
         assert c.request(28, 5, stale).topics[0].partitions[0].error_code == ErrorCode.PRODUCER_FENCED
         assert end_v5(c, "t2o", pid, epoch, True).error_code == ErrorCode.NONE
         wait_state(c, "t2o", "CompleteCommit")
@@ -224,13 +269,24 @@ def test_add_partitions_to_txn_v5_from_a_broker_verifies_and_adds(broker):
         pid, epoch = r.producer_id, r.producer_epoch
 
         def call(version, verify, parts, e=epoch):
-            body = AddPartitionsToTxn(transactions=[AddPartitionsToTxn.AddPartitionsToTxnTransaction(
-                transactional_id="t2a", producer_id=pid, producer_epoch=e, verify_only=verify,
-                topics=[AddPartitionsToTxn.AddPartitionsToTxnTopic(name="v2a", partitions=parts)])])
+            body = AddPartitionsToTxn(
+                transactions=[
+                    AddPartitionsToTxn.AddPartitionsToTxnTransaction(
+                        transactional_id="t2a",
+                        producer_id=pid,
+                        producer_epoch=e,
+                        verify_only=verify,
+                        topics=[AddPartitionsToTxn.AddPartitionsToTxnTopic(name="v2a", partitions=parts)],
+                    )
+                ]
+            )
             resp = c.request(24, version, body)
             assert resp.error_code == ErrorCode.NONE
-            return {p.partition_index: p.partition_error_code
-                    for t in resp.results_by_transaction[0].topic_results for p in t.results_by_partition}
+            return {
+                p.partition_index: p.partition_error_code
+                for t in resp.results_by_transaction[0].topic_results
+                for p in t.results_by_partition
+            }
 
         assert call(5, True, [0]) == {0: ErrorCode.TRANSACTION_ABORTABLE}
         assert call(4, True, [0]) == {0: ErrorCode.INVALID_TXN_STATE}
@@ -285,9 +341,16 @@ def test_an_exhausted_epoch_moves_the_producer_to_a_new_producer_id(broker):
 
 def add_v3(c, txn_id, pid, epoch, topic, partition):
     A = AddPartitionsToTxn
-    r = c.request(24, 3, A(v3_and_below_transactional_id=txn_id, v3_and_below_producer_id=pid,
-                           v3_and_below_producer_epoch=epoch,
-                           v3_and_below_topics=[A.AddPartitionsToTxnTopic(name=topic, partitions=[partition])]))
+    r = c.request(
+        24,
+        3,
+        A(
+            v3_and_below_transactional_id=txn_id,
+            v3_and_below_producer_id=pid,
+            v3_and_below_producer_epoch=epoch,
+            v3_and_below_topics=[A.AddPartitionsToTxnTopic(name=topic, partitions=[partition])],
+        ),
+    )
     return r.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code
 
 
@@ -311,8 +374,12 @@ def test_a_v1_batch_for_a_partition_never_added_is_refused(broker):
         assert produce(c, "t1v", "v1v", 0, pid, epoch, 1, [b"b"], version=9).error_code == ErrorCode.NONE
         # partition 1 is not in the transaction
         assert produce(c, "t1v", "v1v", 1, pid, epoch, 0, [b"c"], version=9).error_code == ErrorCode.INVALID_TXN_STATE
-        assert c.request(26, 3, REQUESTS[26](transactional_id="t1v", producer_id=pid, producer_epoch=epoch,
-                                             committed=True)).error_code == ErrorCode.NONE
+        assert (
+            c.request(
+                26, 3, REQUESTS[26](transactional_id="t1v", producer_id=pid, producer_epoch=epoch, committed=True)
+            ).error_code
+            == ErrorCode.NONE
+        )
         wait_state(c, "t1v", "CompleteCommit")
     assert committed_values(broker.bootstrap_servers, "v1v", 2) == [b"a", b"b"]
 
@@ -343,18 +410,28 @@ def test_kafka_transactions_finds_and_aborts_a_hanging_transaction(tmp_path):
             assert create_topic(c, "hang") == 0
             c.request(10, 4, FindCoordinator(key_type=1, coordinator_keys=["th"]))
             r = init(c, "th")
-            assert produce(c, "th", "hang", 0, r.producer_id, r.producer_epoch, 0, [b"stray"], version=9).error_code == 0
+            assert (
+                produce(c, "th", "hang", 0, r.producer_id, r.producer_epoch, 0, [b"stray"], version=9).error_code == 0
+            )
         p = Producer({"bootstrap.servers": bs})
         p.produce("hang", value=b"after", partition=0)
         assert p.flush(10) == 0
         assert committed_values(bs, "hang") == []  # held back by the open transaction
-        out = subprocess.run(tools.tools_java(txns, ["--bootstrap-server", bs, "find-hanging", "--broker-id", "1",
-                                                     "--max-transaction-timeout", "0"]),
-                             capture_output=True, timeout=120)
+        out = subprocess.run(
+            tools.tools_java(
+                txns, ["--bootstrap-server", bs, "find-hanging", "--broker-id", "1", "--max-transaction-timeout", "0"]
+            ),
+            capture_output=True,
+            timeout=120,
+        )
         assert out.returncode == 0, out.stderr.decode()[-2000:]
         assert "hang" in out.stdout.decode(), out.stdout.decode()
-        out = subprocess.run(tools.tools_java(txns, ["--bootstrap-server", bs, "abort", "--topic", "hang",
-                                                     "--partition", "0", "--start-offset", "0"]),
-                             capture_output=True, timeout=120)
+        out = subprocess.run(
+            tools.tools_java(
+                txns, ["--bootstrap-server", bs, "abort", "--topic", "hang", "--partition", "0", "--start-offset", "0"]
+            ),
+            capture_output=True,
+            timeout=120,
+        )
         assert out.returncode == 0, out.stderr.decode()[-2000:] + out.stdout.decode()[-2000:]
         assert committed_values(bs, "hang") == [b"after"]

@@ -31,7 +31,8 @@ ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.timeout(1800)
 
 WHEEL_NAME = re.compile(
-    r"logbroker-(?P<version>[^-]+)-cp311-abi3-(?P<platform>manylinux[0-9a-z_.]*x86_64(\.manylinux[0-9a-z_]*x86_64)*)\.whl")
+    r"logbroker-(?P<version>[^-]+)-cp311-abi3-(?P<platform>manylinux[0-9a-z_.]*x86_64(\.manylinux[0-9a-z_]*x86_64)*)\.whl"
+)
 
 
 @pytest.fixture(scope="module")
@@ -39,8 +40,7 @@ def wheel() -> Path:
     given = os.environ.get("LOGBROKER_WHEEL")
     if given:
         return Path(given).resolve()
-    res = subprocess.run([str(ROOT / "scripts" / "wheel")], stdout=subprocess.PIPE, text=True, timeout=1700,
-                         check=True)
+    res = subprocess.run([str(ROOT / "scripts" / "wheel")], stdout=subprocess.PIPE, text=True, timeout=1700, check=True)
     return Path(res.stdout.strip().splitlines()[-1])
 
 
@@ -61,8 +61,6 @@ def without_rust_path(*first: Path) -> str:
         if d and d not in dirs and not any(os.path.exists(os.path.join(d, tool)) for tool in ("cargo", "rustc")):
             dirs.append(d)
     return os.pathsep.join(dirs)
-
-
 
 
 def wait_listening(proc: subprocess.Popen, port: int, log: Path, timeout: float = 60) -> None:
@@ -89,14 +87,28 @@ def test_wheel_installs_without_rust_and_serves(wheel, tmp_path):
     path = without_rust_path(bin_dir)
     assert shutil.which("cargo", path=path) is None, path
     assert shutil.which("rustc", path=path) is None, path
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "PYO3_PYTHON", "CARGO_TARGET_DIR")}
-    env |= {"PATH": path, "VIRTUAL_ENV": str(venv), "CARGO_HOME": str(no_rust), "RUSTUP_HOME": str(no_rust),
-            "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "PYO3_PYTHON", "CARGO_TARGET_DIR")
+    }
+    env |= {
+        "PATH": path,
+        "VIRTUAL_ENV": str(venv),
+        "CARGO_HOME": str(no_rust),
+        "RUSTUP_HOME": str(no_rust),
+        "PIP_DISABLE_PIP_VERSION_CHECK": "1",
+    }
 
     # --only-binary :all: — neither logbroker nor a dependency may be built from source.
-    res = subprocess.run([str(py), "-m", "pip", "install", "--only-binary", ":all:", str(wheel)],
-                         capture_output=True, text=True, timeout=900, env=env, cwd=tmp_path)
+    res = subprocess.run(
+        [str(py), "-m", "pip", "install", "--only-binary", ":all:", str(wheel)],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env=env,
+        cwd=tmp_path,
+    )
     assert res.returncode == 0, f"pip install {wheel.name} failed:\n{res.stdout[-3000:]}{res.stderr[-3000:]}"
     assert "Building wheel" not in res.stdout + res.stderr, res.stdout
     assert "Successfully installed" in res.stdout and "logbroker-" in res.stdout, res.stdout
@@ -115,9 +127,13 @@ def test_wheel_installs_without_rust_and_serves(wheel, tmp_path):
     data = tmp_path / "data"
     log = tmp_path / "serve.log"
     with open(log, "wb") as out:
-        broker = subprocess.Popen([str(bin_dir / "logbroker"), "serve", "--data-dir", str(data),
-                                   "--listen", f"127.0.0.1:{port}"],
-                                  stdout=out, stderr=subprocess.STDOUT, env=env, cwd=tmp_path)
+        broker = subprocess.Popen(
+            [str(bin_dir / "logbroker"), "serve", "--data-dir", str(data), "--listen", f"127.0.0.1:{port}"],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=env,
+            cwd=tmp_path,
+        )
     try:
         wait_listening(broker, port, log)
         # From the environment's python, away from the checkout: only the installed wheel is importable.
@@ -143,10 +159,12 @@ def test_wheel_installs_without_rust_and_serves(wheel, tmp_path):
             assert got == [(i, f"k{{i}}".encode(), v) for i, v in enumerate(sent)], got
             print("round trip", len(got))
         """)
-        res = subprocess.run([str(py), "-c", script], capture_output=True, text=True, timeout=300, env=env,
-                             cwd=tmp_path)
-        assert res.returncode == 0, f"round trip failed:\n{res.stdout[-3000:]}\n{res.stderr[-6000:]}\n" \
-                                    f"broker log:\n{log.read_text()[-4000:]}"
+        res = subprocess.run(
+            [str(py), "-c", script], capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path
+        )
+        assert res.returncode == 0, (
+            f"round trip failed:\n{res.stdout[-3000:]}\n{res.stderr[-6000:]}\nbroker log:\n{log.read_text()[-4000:]}"
+        )
         assert res.stdout.split() == ["round", "trip", "20"], res.stdout
     finally:
         broker.terminate()

@@ -29,20 +29,25 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition  # noqa: E402
-
 from jepsen_checker import Poll, Txn, check_transactions, txn_summary  # noqa: E402
+from rawclient import RawClient  # noqa: E402
+
 from logbroker import Cluster  # noqa: E402
 from logbroker.coord.groups.transaction_log import TRANSACTION_STATE_TOPIC, partition_for  # noqa: E402
 from logbroker.protocol import REQUESTS  # noqa: E402
-from rawclient import RawClient  # noqa: E402
 
 TOPIC = "txn-jepsen"
 STATE_PARTITIONS = 5
 CONFIG = {
-    "broker.session.timeout.ms": 3000, "broker.heartbeat.interval.ms": 300, "replica.lag.time.max.ms": 3000,
-    "replica.fetch.wait.max.ms": 200, "transaction.state.log.replication.factor": 3,
-    "transaction.state.log.min.isr": 2, "transaction.state.log.num.partitions": STATE_PARTITIONS,
-    "transaction.abort.timed.out.transaction.cleanup.interval.ms": 1000, "offsets.topic.replication.factor": 3,
+    "broker.session.timeout.ms": 3000,
+    "broker.heartbeat.interval.ms": 300,
+    "replica.lag.time.max.ms": 3000,
+    "replica.fetch.wait.max.ms": 200,
+    "transaction.state.log.replication.factor": 3,
+    "transaction.state.log.min.isr": 2,
+    "transaction.state.log.num.partitions": STATE_PARTITIONS,
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": 1000,
+    "offsets.topic.replication.factor": 3,
 }
 
 
@@ -57,8 +62,11 @@ def layout(cluster) -> dict[tuple[str, int], tuple[int, list[int], list[int]]]:
         try:
             with RawClient(n.bootstrap_servers, timeout=5) as c:
                 r = c.request(3, 12, REQUESTS[3](topics=None, allow_auto_topic_creation=False))
-            return {(t.name, p.partition_index): (p.leader_id, list(p.replica_nodes), list(p.isr_nodes))
-                    for t in r.topics for p in t.partitions}
+            return {
+                (t.name, p.partition_index): (p.leader_id, list(p.replica_nodes), list(p.isr_nodes))
+                for t in r.topics
+                for p in t.partitions
+            }
         except Exception:  # noqa: BLE001 - ask the next node
             continue
     return {}
@@ -70,7 +78,8 @@ def healthy(cluster) -> bool:
     m = layout(cluster)
     parts = [v for (t, _), v in m.items() if t in (TOPIC, TRANSACTION_STATE_TOPIC)]
     return len(parts) >= 3 + STATE_PARTITIONS and all(
-        leader >= 0 and sorted(isr) == sorted(replicas) for leader, replicas, isr in parts)
+        leader >= 0 and sorted(isr) == sorted(replicas) for leader, replicas, isr in parts
+    )
 
 
 def wait_healthy(cluster, timeout: float = 60.0) -> bool:
@@ -107,8 +116,15 @@ class Workload:
         self.hanging: list[tuple[int, int, int]] = []  # (partition, LSO, HW) never closed
 
     def _producer(self, pid: int) -> Producer:
-        p = Producer({"bootstrap.servers": self.bootstrap, "transactional.id": f"txj-{pid}", "linger.ms": 2,
-                      "transaction.timeout.ms": 10000, "message.timeout.ms": 10000})
+        p = Producer(
+            {
+                "bootstrap.servers": self.bootstrap,
+                "transactional.id": f"txj-{pid}",
+                "linger.ms": 2,
+                "transaction.timeout.ms": 10000,
+                "message.timeout.ms": 10000,
+            }
+        )
         p.init_transactions(60)
         return p
 
@@ -125,8 +141,9 @@ class Workload:
                 p = None
                 time.sleep(0.5)
                 continue
-            values = tuple((rng.randrange(self.partitions), f"p{pid}-t{seq}-{i}".encode())
-                           for i in range(rng.randint(1, 6)))
+            values = tuple(
+                (rng.randrange(self.partitions), f"p{pid}-t{seq}-{i}".encode()) for i in range(rng.randint(1, 6))
+            )
             commit = rng.random() < 0.7
             outcome = "unknown"
             try:
@@ -159,8 +176,15 @@ class Workload:
             seq += 1
 
     def consume(self, name: str) -> None:
-        c = Consumer({"bootstrap.servers": self.bootstrap, "group.id": f"txj-{name}", "isolation.level": "read_committed",
-                      "auto.offset.reset": "earliest", "enable.auto.commit": False})
+        c = Consumer(
+            {
+                "bootstrap.servers": self.bootstrap,
+                "group.id": f"txj-{name}",
+                "isolation.level": "read_committed",
+                "auto.offset.reset": "earliest",
+                "enable.auto.commit": False,
+            }
+        )
         c.assign([TopicPartition(TOPIC, p, 0) for p in range(self.partitions)])
         try:
             while not self.stop.is_set():
@@ -173,10 +197,17 @@ class Workload:
 
     def final_read(self, timeout: float = 120) -> dict[int, list[tuple[int, bytes]]]:
         """read_committed, once no transaction is open (the LSO equals the HW everywhere)."""
-        c = Consumer({"bootstrap.servers": self.bootstrap, "group.id": "txj-final", "isolation.level": "read_committed",
-                      "enable.auto.commit": False})
-        uncommitted = Consumer({"bootstrap.servers": self.bootstrap, "group.id": "txj-hw",
-                                "isolation.level": "read_uncommitted"})
+        c = Consumer(
+            {
+                "bootstrap.servers": self.bootstrap,
+                "group.id": "txj-final",
+                "isolation.level": "read_committed",
+                "enable.auto.commit": False,
+            }
+        )
+        uncommitted = Consumer(
+            {"bootstrap.servers": self.bootstrap, "group.id": "txj-hw", "isolation.level": "read_uncommitted"}
+        )
         deadline = time.monotonic() + timeout
         out: dict[int, list[tuple[int, bytes]]] = {}
         try:
@@ -220,10 +251,23 @@ def run(tmp: Path, duration: float, seed: int, partitions: int = 3, producers: i
     with Cluster(3, data_dir=tmp, config=CONFIG) as cluster:
         C = REQUESTS[19]
         with RawClient(cluster.node(1).bootstrap_servers) as c:
-            r = c.request(19, 5, C(topics=[C.CreatableTopic(
-                name=TOPIC, num_partitions=partitions, replication_factor=3, assignments=[],
-                configs=[C.CreatableTopicConfig(name="min.insync.replicas", value="2")])],
-                timeout_ms=15000, validate_only=False)).topics[0]
+            r = c.request(
+                19,
+                5,
+                C(
+                    topics=[
+                        C.CreatableTopic(
+                            name=TOPIC,
+                            num_partitions=partitions,
+                            replication_factor=3,
+                            assignments=[],
+                            configs=[C.CreatableTopicConfig(name="min.insync.replicas", value="2")],
+                        )
+                    ],
+                    timeout_ms=15000,
+                    validate_only=False,
+                ),
+            ).topics[0]
             assert r.error_code == 0, r
         w = Workload(cluster.bootstrap_servers, partitions, producers, rng)
         threads = [threading.Thread(target=w.produce, args=(i,), daemon=True) for i in range(producers)]
@@ -276,13 +320,20 @@ def main() -> int:
         with tempfile.TemporaryDirectory(prefix="txj-") as d:
             r = run(Path(d), args.duration, args.seed + i)
         log(f"run {i + 1}: {json.dumps(r.counts)}")
-        results.append({"counts": r.counts, "faults": r.faults,
-                        "anomalies": {k: [repr(x) for x in v[:20]] for k, v in r.anomalies.items()}})
+        results.append(
+            {
+                "counts": r.counts,
+                "faults": r.faults,
+                "anomalies": {k: [repr(x) for x in v[:20]] for k, v in r.anomalies.items()},
+            }
+        )
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2))
     bad = [r for r in results if any(r["anomalies"].values())]
-    log(f"{len(results)} run(s), {sum(r['counts']['faults'] for r in results)} fault(s), "
-        f"{sum(r['counts']['transactions'] for r in results)} transaction(s), {len(bad)} with anomalies")
+    log(
+        f"{len(results)} run(s), {sum(r['counts']['faults'] for r in results)} fault(s), "
+        f"{sum(r['counts']['transactions'] for r in results)} transaction(s), {len(bad)} with anomalies"
+    )
     return 1 if bad else 0
 
 

@@ -20,8 +20,9 @@ from logbroker.client import Consumer, KafkaError, Producer
 
 def main(bs: str, source: str, dest: str, txn_id: str, group: str, records: int) -> int:
     tp = (source, 0)
-    consumer = Consumer(bs, group_id=group, isolation_level="read_committed", auto_offset_reset="earliest",
-                        enable_auto_commit=False)
+    consumer = Consumer(
+        bs, group_id=group, isolation_level="read_committed", auto_offset_reset="earliest", enable_auto_commit=False
+    )
     consumer.assign([tp])
     producer = Producer(bs, transactional_id=txn_id, transaction_timeout_ms=20000)
     producer.init_transactions(60)
@@ -62,10 +63,19 @@ def main(bs: str, source: str, dest: str, txn_id: str, group: str, records: int)
 
 
 def main_librdkafka(bs: str, source: str, dest: str, txn_id: str, group: str, records: int) -> int:
-    from confluent_kafka import Consumer as CKConsumer, KafkaException, Producer as CKProducer, TopicPartition
+    from confluent_kafka import Consumer as CKConsumer
+    from confluent_kafka import KafkaException, TopicPartition
+    from confluent_kafka import Producer as CKProducer
 
-    consumer = CKConsumer({"bootstrap.servers": bs, "group.id": group, "isolation.level": "read_committed",
-                           "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    consumer = CKConsumer(
+        {
+            "bootstrap.servers": bs,
+            "group.id": group,
+            "isolation.level": "read_committed",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
 
     def new_producer():
         p = CKProducer({"bootstrap.servers": bs, "transactional.id": txn_id, "transaction.timeout.ms": 20000})
@@ -92,16 +102,25 @@ def main_librdkafka(bs: str, source: str, dest: str, txn_id: str, group: str, re
             if time.monotonic() - idle_since > 10:  # say where the consumer stands (a stall's diagnosis)
                 idle_since = time.monotonic()
                 tp = TopicPartition(source, 0)
-                print(json.dumps({"idle at": consumer.position([tp])[0].offset, "done": done,
-                                  "watermarks": consumer.get_watermark_offsets(tp, cached=True)}), flush=True)
+                print(
+                    json.dumps(
+                        {
+                            "idle at": consumer.position([tp])[0].offset,
+                            "done": done,
+                            "watermarks": consumer.get_watermark_offsets(tp, cached=True),
+                        }
+                    ),
+                    flush=True,
+                )
             continue
         idle_since = time.monotonic()
         try:
             producer.begin_transaction()
             for m in got:
                 producer.produce(dest, value=m.value())
-            producer.send_offsets_to_transaction([TopicPartition(source, 0, got[-1].offset() + 1)],
-                                                 consumer.consumer_group_metadata(), 60)
+            producer.send_offsets_to_transaction(
+                [TopicPartition(source, 0, got[-1].offset() + 1)], consumer.consumer_group_metadata(), 60
+            )
             producer.commit_transaction(60)
             done = got[-1].offset() + 1
             print(json.dumps({"committed": done}), flush=True)

@@ -48,7 +48,8 @@ def load_engine_keys(path: Path = TABLE) -> tuple[list[dict], list[str]]:
         kind = row["type"]
         # a named parser may only add broker-side checks to a bool (retention.archive: pyarrow)
         assert kind in ENGINE_TYPES and ("parser" not in row or kind == "bool"), (
-            f"{row['name']}: the engine reads {', '.join(ENGINE_TYPES)} keys checked by their type alone")
+            f"{row['name']}: the engine reads {', '.join(ENGINE_TYPES)} keys checked by their type alone"
+        )
         if kind in INT_RANGE:
             lo, hi = INT_RANGE[kind]
             row.setdefault("min", lo)
@@ -168,17 +169,23 @@ def rs_module(engine: list[dict], others: list[str]) -> str:
         head = f"name: {rs_str(row['topic'])}, broker_key: {rs_str(row['name'])}"
         out += ["", f"/// `{row['topic']}` (broker default: `{row['name']}`)."]
         if kind in INT_RANGE:
-            out.append(f"pub const {name}: IntKey = IntKey {{ {head}, default: {rs_int(row['default'])}, "
-                       f"min: {rs_int(row['min'])}, max: {rs_int(row['max'])} }};")
+            out.append(
+                f"pub const {name}: IntKey = IntKey {{ {head}, default: {rs_int(row['default'])}, "
+                f"min: {rs_int(row['min'])}, max: {rs_int(row['max'])} }};"
+            )
         elif kind == "double":
-            out.append(f"pub const {name}: DoubleKey = DoubleKey {{ {head}, default: {rs_float(row['default'])}, "
-                       f"min: {rs_float(row['min'])}, max: {rs_float(row['max'])} }};")
+            out.append(
+                f"pub const {name}: DoubleKey = DoubleKey {{ {head}, default: {rs_float(row['default'])}, "
+                f"min: {rs_float(row['min'])}, max: {rs_float(row['max'])} }};"
+            )
         elif kind == "bool":
             out.append(f"pub const {name}: BoolKey = BoolKey {{ {head}, default: {default_text(row)} }};")
         else:
             values = ", ".join(rs_str(v) for v in row["values"])
-            out.append(f"pub const {name}: ChoiceKey = ChoiceKey {{ {head}, default: {rs_str(row['default'])}, "
-                       f"values: &[{values}], list: {'true' if kind == 'list' else 'false'} }};")
+            out.append(
+                f"pub const {name}: ChoiceKey = ChoiceKey {{ {head}, default: {rs_str(row['default'])}, "
+                f"values: &[{values}], list: {'true' if kind == 'list' else 'false'} }};"
+            )
     out += [
         "",
         "/// Every engine key with its default as text: what the broker hands the engine for a",

@@ -29,7 +29,8 @@ import json
 import keyword
 import re
 import sys
-from dataclasses import dataclass, field as dc_field
+from dataclasses import dataclass
+from dataclasses import field as dc_field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -385,8 +386,10 @@ class ModuleGen:
         if top:
             kind = {"request": "request", "response": "response", "header": "header"}[msg.type]
             key = "" if msg.api_key is None else f" (API key {msg.api_key})"
-            c(ind + 1, f'"""{msg.name}{key}: Kafka {kind}, versions {msg.valid.text()}, '
-                       f'flexible {msg.flexible.text()}."""')
+            c(
+                ind + 1,
+                f'"""{msg.name}{key}: Kafka {kind}, versions {msg.valid.text()}, flexible {msg.flexible.text()}."""',
+            )
             c()
             c(ind + 1, f"api_key = {msg.api_key!r}")
             c(ind + 1, f"name = {msg.name!r}")
@@ -432,8 +435,7 @@ class ModuleGen:
                 c(ind + 2, f"self.{f.attr} = {default_expr(f)} if {f.attr} is _MISSING else {f.attr}")
             else:
                 c(ind + 2, f"self.{f.attr} = {f.attr}")
-        c(ind + 2, "self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING "
-                   "else unknown_tagged_fields")
+        c(ind + 2, "self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields")
         return c
 
     def field_info(self, f: FieldSpec) -> str:
@@ -444,10 +446,12 @@ class ModuleGen:
         else:
             elem = "None"
         eff = f.versions.intersect(self.msg.valid)
-        return (f"_F({f.attr!r}, {f.name!r}, {f.type!r}, {f.kind!r}, {elem}, {eff.tuple_repr()}, "
-                f"{f.nullable.intersect(eff).tuple_repr()}, {f.tag!r}, "
-                f"{f.tagged.intersect(eff).tuple_repr()}, {f.ignorable!r}, {default_meta(f)}, "
-                f"{f.about!r})")
+        return (
+            f"_F({f.attr!r}, {f.name!r}, {f.type!r}, {f.kind!r}, {elem}, {eff.tuple_repr()}, "
+            f"{f.nullable.intersect(eff).tuple_repr()}, {f.tag!r}, "
+            f"{f.tagged.intersect(eff).tuple_repr()}, {f.ignorable!r}, {default_meta(f)}, "
+            f"{f.about!r})"
+        )
 
     # ------------------------------------------------------------------ module
     def generate(self) -> str:
@@ -460,8 +464,11 @@ class ModuleGen:
         for sname in msg.structs:
             body(0, f"_{sname} = {msg.name}.{sname}")
         for sname in msg.structs:
-            if any(f.kind == "struct" and f.elem == sname and default_value(f) is not None
-                   for s in [msg.top, *msg.structs.values()] for f in s.fields):
+            if any(
+                f.kind == "struct" and f.elem == sname and default_value(f) is not None
+                for s in [msg.top, *msg.structs.values()]
+                for f in s.fields
+            ):
                 body(0, f"_DEF_{sname} = _{sname}()")
         body(0)
         for st in [msg.top, *msg.structs.values()]:
@@ -474,7 +481,10 @@ class ModuleGen:
         head(0, BANNER)
         head(0, f"# source: specs/{msg.source}")
         head(0, "# ruff: noqa")
-        head(0, f'"""{msg.name}: message classes (the bytes are read and written by the Rust codec; see logbroker.protocol)."""')
+        head(
+            0,
+            f'"""{msg.name}: message classes (the bytes are read and written by the Rust codec; see logbroker.protocol)."""',
+        )
         head(0)
         head(0, "from logbroker.protocol._runtime import _MISSING, FieldInfo as _F, Message, Struct, ZERO_UUID")
         head(0)
@@ -490,8 +500,13 @@ class ModuleGen:
 
 
 def gen_registry(msgs: list[MessageSpec]) -> str:
-    lines = [BANNER, '"""Registry of the generated message classes, by API key, and every struct class by id."""', "",
-             "from logbroker.protocol._runtime import Message", ""]
+    lines = [
+        BANNER,
+        '"""Registry of the generated message classes, by API key, and every struct class by id."""',
+        "",
+        "from logbroker.protocol._runtime import Message",
+        "",
+    ]
     for m in sorted(msgs, key=lambda m: m.module):
         lines.append(f"from logbroker.protocol.messages.{m.module} import {m.name}")
     lines.append("")

@@ -68,7 +68,7 @@ def java_string(text: str, i: int) -> tuple[str, int]:
     while text[i] != '"':
         if text[i] == "\\":
             if text[i + 1] == "u":
-                out.append(chr(int(text[i + 2:i + 6], 16)))
+                out.append(chr(int(text[i + 2 : i + 6], 16)))
                 i += 6
             else:
                 out.append(escapes[text[i + 1]])
@@ -131,18 +131,23 @@ def read_entries(src: Path) -> list[dict]:
     entries = []
     while True:
         m = re.compile(r"\s*([A-Z][A-Z0-9_]*)\s*").match(text, i)
-        assert m and text[m.end()] == "(", text[i:i + 80]
+        assert m and text[m.end()] == "(", text[i : i + 80]
         args, i = split_args(text, m.end())
         code, message, builder = args
         ctor = re.fullmatch(r"(\w+)::new", builder) or re.search(r"\bnew\s+(\w+)\s*\(", builder)
         exception = ctor.group(1) if ctor else None
         full = None if exception is None else imports.get(exception, f"org.apache.kafka.common.protocol.{exception}")
-        entries.append({
-            "code": int(code), "name": m.group(1), "exception": exception,
-            "retriable": full is not None and is_retriable(src, full), "message": concat(message),
-        })
+        entries.append(
+            {
+                "code": int(code),
+                "name": m.group(1),
+                "exception": exception,
+                "retriable": full is not None and is_retriable(src, full),
+                "message": concat(message),
+            }
+        )
         sep = re.compile(r"\s*([,;])").match(text, i)
-        assert sep, text[i:i + 80]
+        assert sep, text[i : i + 80]
         i = sep.end()
         if sep.group(1) == ";":
             return entries

@@ -42,8 +42,10 @@ def _machine() -> str:
         pass
     mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
     java = subprocess.run(["java", "-version"], capture_output=True, text=True).stderr.splitlines()
-    return (f"{os.cpu_count()} cores ({model or platform.machine()}), {mem:.0f} GiB, Linux {platform.release()}, "
-            f"Python {platform.python_version()}, {java[0] if java else 'java ?'}")
+    return (
+        f"{os.cpu_count()} cores ({model or platform.machine()}), {mem:.0f} GiB, Linux {platform.release()}, "
+        f"Python {platform.python_version()}, {java[0] if java else 'java ?'}"
+    )
 
 
 def _git_rev() -> str:
@@ -54,12 +56,19 @@ def _git_rev() -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m benches.compare", description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="smoke run: 1 pair, small volumes (~3 min)")
-    ap.add_argument("--cluster", action="store_true",
-                    help="three nodes against three nodes: replication factor 3, acks=all (benches/compare/cluster.py)")
+    ap.add_argument(
+        "--cluster",
+        action="store_true",
+        help="three nodes against three nodes: replication factor 3, acks=all (benches/compare/cluster.py)",
+    )
     ap.add_argument("--pairs", type=int, help="A/B pairs per workload (default 3, quick 1)")
     ap.add_argument("--out", type=Path, help="results directory (default benches/.results/<stamp> or quick)")
-    ap.add_argument("--docs", type=Path, help="markdown file to update between the side-by-side markers "
-                    "(default docs/benchmarks.md; with --quick: <out>/benchmarks.md)")
+    ap.add_argument(
+        "--docs",
+        type=Path,
+        help="markdown file to update between the side-by-side markers "
+        "(default docs/benchmarks.md; with --quick: <out>/benchmarks.md)",
+    )
     ap.add_argument("--img-dir", type=Path, help="where the PNGs go (default docs/img; with --quick: <out>/img)")
     ap.add_argument("--data-root", type=Path, help="parent of the brokers' temp data dirs (default: $TMPDIR)")
     ap.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -72,10 +81,13 @@ def main(argv: list[str] | None = None) -> int:
         subprocess.run([sys.executable, "-m", "pip", "install", "-r", str(REQUIREMENTS)], check=True)
     missing = _missing()
     if missing:
-        print(f"missing Python packages: {', '.join(missing)}\n"
-              f"install them with:  {sys.executable} -m pip install -r {REQUIREMENTS.relative_to(REPO)}"
-              + ("\n(and logbroker itself: pip install .)" if "logbroker" in missing else "")
-              + "\nor rerun with --install-deps", file=sys.stderr)
+        print(
+            f"missing Python packages: {', '.join(missing)}\n"
+            f"install them with:  {sys.executable} -m pip install -r {REQUIREMENTS.relative_to(REPO)}"
+            + ("\n(and logbroker itself: pip install .)" if "logbroker" in missing else "")
+            + "\nor rerun with --install-deps",
+            file=sys.stderr,
+        )
         return 2
     if not args.report:
         for tool in ("java", "mvn"):
@@ -105,8 +117,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.no_profile:
             prof.profile = False
         stem = "cluster-" if cluster else ""
-        out = args.out or (REPO / "benches" / ".results" / (f"{stem}quick" if quick
-                                                             else stem + time.strftime("%Y%m%d-%H%M%S")))
+        out = args.out or (
+            REPO / "benches" / ".results" / (f"{stem}quick" if quick else stem + time.strftime("%Y%m%d-%H%M%S"))
+        )
         if out.exists() and quick:
             shutil.rmtree(out)
         cmp = cls(prof, out, args.data_root)
@@ -128,8 +141,13 @@ def main(argv: list[str] | None = None) -> int:
     (out / "section.md").write_text(section)
     print(f"\nresults: {out / 'results.json'}\ndocs:    {docs}\nplots:   {', '.join(str(p) for p in images.values())}")
     print()
-    print("\n".join(ln for ln in section.splitlines() if ln.startswith("| ") and "|" in ln[2:]
-                    and ("x |" in ln or "n/a" in ln or "%" in ln)))
+    print(
+        "\n".join(
+            ln
+            for ln in section.splitlines()
+            if ln.startswith("| ") and "|" in ln[2:] and ("x |" in ln or "n/a" in ln or "%" in ln)
+        )
+    )
     return 0
 
 

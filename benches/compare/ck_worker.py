@@ -33,8 +33,14 @@ def _base(bootstrap: str) -> dict:
 
 
 def produce(a) -> dict:
-    conf = {**_base(a.bootstrap), **PRODUCER_BATCHING, **PRODUCER_QUEUE, "acks": a.acks,
-            "enable.idempotence": a.acks == "all", "message.timeout.ms": 120000}
+    conf = {
+        **_base(a.bootstrap),
+        **PRODUCER_BATCHING,
+        **PRODUCER_QUEUE,
+        "acks": a.acks,
+        "enable.idempotence": a.acks == "all",
+        "message.timeout.ms": 120000,
+    }
     p = Producer(conf)
     p.list_topics(a.topic, timeout=30)  # connect and fetch metadata before the clock starts
     payload = b"x" * a.size
@@ -63,8 +69,14 @@ def _assign_all(c: Consumer, topic: str, partitions: int, offset: int) -> None:
 
 
 def _consumer(bootstrap: str, **extra) -> Consumer:
-    conf = {**_base(bootstrap), "group.id": ASSIGN_ONLY_GROUP, "enable.auto.commit": False, "enable.auto.offset.store": False,
-            "enable.partition.eof": False, **extra}
+    conf = {
+        **_base(bootstrap),
+        "group.id": ASSIGN_ONLY_GROUP,
+        "enable.auto.commit": False,
+        "enable.auto.offset.store": False,
+        "enable.partition.eof": False,
+        **extra,
+    }
     return Consumer(conf)
 
 
@@ -95,8 +107,13 @@ def consume(a) -> dict:
             first_n, first_bytes = n, nbytes
     t1 = time.perf_counter()
     c.close()
-    return {"records": n - first_n, "bytes": nbytes - first_bytes, "seconds": t1 - (t0 or t1),
-            "records_total": n, "complete": n >= a.count}
+    return {
+        "records": n - first_n,
+        "bytes": nbytes - first_bytes,
+        "seconds": t1 - (t0 or t1),
+        "records_total": n,
+        "complete": n >= a.count,
+    }
 
 
 def e2e_consume(a) -> dict:
@@ -117,19 +134,24 @@ def e2e_consume(a) -> dict:
             continue
         lat.append(time.monotonic_ns() - unpack(">q", m.value(), 0)[0])
     c.close()
-    lat = lat[a.skip:]
+    lat = lat[a.skip :]
     lat.sort()
 
     def q(p: float) -> float:
         return lat[min(len(lat) - 1, int(p * len(lat)))] / 1e6 if lat else float("nan")
 
-    return {"samples": len(lat), "p50_ms": q(0.50), "p99_ms": q(0.99), "p999_ms": q(0.999),
-            "max_ms": lat[-1] / 1e6 if lat else float("nan"), "complete": len(lat) + a.skip >= a.count}
+    return {
+        "samples": len(lat),
+        "p50_ms": q(0.50),
+        "p99_ms": q(0.99),
+        "p999_ms": q(0.999),
+        "max_ms": lat[-1] / 1e6 if lat else float("nan"),
+        "complete": len(lat) + a.skip >= a.count,
+    }
 
 
 def e2e_produce(a) -> dict:
-    p = Producer({**_base(a.bootstrap), "acks": a.acks, "linger.ms": a.linger,
-                  "enable.idempotence": a.acks == "all"})
+    p = Producer({**_base(a.bootstrap), "acks": a.acks, "linger.ms": a.linger, "enable.idempotence": a.acks == "all"})
     p.list_topics(a.topic, timeout=30)
     pad = b"x" * (a.size - 8)
     pack = struct.pack

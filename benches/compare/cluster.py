@@ -34,12 +34,28 @@ REPLICATION_FACTOR = 3
 MIN_INSYNC_REPLICAS = 2
 CLIENTS = ("java", "ck")
 
-CLUSTER_FULL = Profile("cluster", pairs=3, java_records={100: 2_000_000, 1024: 300_000},
-                       ck_records={100: 1_000_000, 1024: 300_000}, consume_bytes=0, profile=False,
-                       warmup_records=300_000, e2e_seconds=12.0, e2e_skip=5000)
-CLUSTER_QUICK = replace(CLUSTER_FULL, name="cluster-quick", pairs=1, java_records={100: 500_000, 1024: 100_000},
-                        ck_records={100: 300_000, 1024: 100_000}, e2e_seconds=4.0, e2e_skip=5000, idle_wait=2.0,
-                        warmup_records=100_000)
+CLUSTER_FULL = Profile(
+    "cluster",
+    pairs=3,
+    java_records={100: 2_000_000, 1024: 300_000},
+    ck_records={100: 1_000_000, 1024: 300_000},
+    consume_bytes=0,
+    profile=False,
+    warmup_records=300_000,
+    e2e_seconds=12.0,
+    e2e_skip=5000,
+)
+CLUSTER_QUICK = replace(
+    CLUSTER_FULL,
+    name="cluster-quick",
+    pairs=1,
+    java_records={100: 500_000, 1024: 100_000},
+    ck_records={100: 300_000, 1024: 100_000},
+    e2e_seconds=4.0,
+    e2e_skip=5000,
+    idle_wait=2.0,
+    warmup_records=100_000,
+)
 
 
 class ClusterComparison(Comparison):
@@ -53,8 +69,15 @@ class ClusterComparison(Comparison):
 
     def _new_peer(self, broker: str) -> PeerCluster:
         kw = {"install_info": self.inst} if broker == "kafka" else {}
-        return PeerCluster(KafkaPeer if broker == "kafka" else LogbrokerPeer, NODES, self.data_root,
-                           self.p.segment_bytes, REPLICATION_FACTOR, MIN_INSYNC_REPLICAS, **kw)
+        return PeerCluster(
+            KafkaPeer if broker == "kafka" else LogbrokerPeer,
+            NODES,
+            self.data_root,
+            self.p.segment_bytes,
+            REPLICATION_FACTOR,
+            MIN_INSYNC_REPLICAS,
+            **kw,
+        )
 
     def plan(self) -> list[Step]:
         p = self.p
@@ -66,13 +89,20 @@ class ClusterComparison(Comparison):
                 for client in CLIENTS:
                     for size in SIZES:
                         for parts in PARTS:
-                            steps.append(Step(
-                                f"produce {client} {size}B acks=all p={parts}: {b} #{i + 1}",
-                                lambda c=client, s=size, n=parts, b=b, i=i: self.step_produce(c, s, "all", n, b, i)))
+                            steps.append(
+                                Step(
+                                    f"produce {client} {size}B acks=all p={parts}: {b} #{i + 1}",
+                                    lambda c=client, s=size, n=parts, b=b, i=i: self.step_produce(c, s, "all", n, b, i),
+                                )
+                            )
                 for variant in ("main", "requests"):
-                    steps.append(Step(f"end-to-end latency ({variant}): {b} #{i + 1}",
-                                      lambda v=variant, b=b, i=i: self.step_e2e(v, b, i),
-                                      max(1.0, p.e2e_seconds / 3)))
+                    steps.append(
+                        Step(
+                            f"end-to-end latency ({variant}): {b} #{i + 1}",
+                            lambda v=variant, b=b, i=i: self.step_e2e(v, b, i),
+                            max(1.0, p.e2e_seconds / 3),
+                        )
+                    )
                 steps.append(Step(f"stop {b} nodes #{i + 1}", self.step_stop_both, 1))
         return steps
 
@@ -99,8 +129,18 @@ class ClusterComparison(Comparison):
         config = f"spawn -> first acked produce, {NODES} nodes"
         self.samples.append(Sample("coldstart", "confluent-kafka", config, broker, pair, cold, "s", extra))
         time.sleep(self.p.idle_wait)
-        self.samples.append(Sample("idle_rss", "-", f"{self.p.idle_wait:g} s after ready, sum of {NODES} nodes",
-                                   broker, pair, cluster.rss() / 1e6, "MB", {"cpu_s": cluster.cpu()}))
+        self.samples.append(
+            Sample(
+                "idle_rss",
+                "-",
+                f"{self.p.idle_wait:g} s after ready, sum of {NODES} nodes",
+                broker,
+                pair,
+                cluster.rss() / 1e6,
+                "MB",
+                {"cpu_s": cluster.cpu()},
+            )
+        )
 
     def step_warmup_cluster(self, broker: str) -> None:
         """Untimed: JIT-warm Kafka and both clusters' replication paths (`warmup_records` x

@@ -53,24 +53,45 @@ def _last_error(text: str) -> str:
     return (lines[-1] if lines else "no output")[:300]
 
 
-_STEADY = re.compile(r"(\d+) steady state records sent, ([\d.]+) records/sec .*?([\d.]+) ms avg latency.*?"
-                     r"(\d+) ms 50th, (\d+) ms 95th, (\d+) ms 99th")
+_STEADY = re.compile(
+    r"(\d+) steady state records sent, ([\d.]+) records/sec .*?([\d.]+) ms avg latency.*?"
+    r"(\d+) ms 50th, (\d+) ms 95th, (\d+) ms 99th"
+)
 _TOTAL = re.compile(r"^(\d+) records sent, ([\d.]+) records/sec", re.M)
 
 
 def java_produce(inst, bootstrap: str, topic: str, size: int, count: int, acks: str, timeout: float = 300) -> dict:
     warm = int(count * JAVA_WARMUP)
     props = [f"acks={acks}", *(f"{k}={v}" for k, v in BATCHING.items())]
-    args = ["--bootstrap-server", bootstrap, "--topic", topic, "--num-records", str(count),
-            "--warmup-records", str(warm), "--record-size", str(size), "--throughput", "-1",
-            "--command-property", *props]
+    args = [
+        "--bootstrap-server",
+        bootstrap,
+        "--topic",
+        topic,
+        "--num-records",
+        str(count),
+        "--warmup-records",
+        str(warm),
+        "--record-size",
+        str(size),
+        "--throughput",
+        "-1",
+        "--command-property",
+        *props,
+    ]
     r = _run(inst.tools_java("org.apache.kafka.tools.ProducerPerformance", args), timeout)
     m = _STEADY.search(r.stdout)
     if r.returncode != 0 or not m:
         raise LoadError(f"ProducerPerformance failed (rc {r.returncode}): {_last_error(r.stdout + r.stderr)}")
     n, rps = int(m.group(1)), float(m.group(2))
-    return {"records": n, "bytes": n * size, "seconds": n / rps, "total_records": count,
-            "client_p50_ms": float(m.group(4)), "client_p99_ms": float(m.group(6))}
+    return {
+        "records": n,
+        "bytes": n * size,
+        "seconds": n / rps,
+        "total_records": count,
+        "client_p50_ms": float(m.group(4)),
+        "client_p99_ms": float(m.group(6)),
+    }
 
 
 def java_consume(inst, bootstrap: str, topic: str, size: int, count: int, timeout: float = 300) -> dict:
@@ -84,8 +105,7 @@ def java_consume(inst, bootstrap: str, topic: str, size: int, count: int, timeou
         raise LoadError(f"ConsumerPerformance failed (rc {r.returncode}): {_last_error(r.stdout + r.stderr)}")
     f = [x.strip() for x in rows[-1].split(",")]
     nmsg, fetch_ms = int(float(f[4])), float(f[7])
-    return {"records": nmsg, "bytes": nmsg * size, "seconds": fetch_ms / 1000.0,
-            "rebalance_ms": float(f[6])}
+    return {"records": nmsg, "bytes": nmsg * size, "seconds": fetch_ms / 1000.0, "rebalance_ms": float(f[6])}
 
 
 def _worker(args: list[str], timeout: float) -> dict:
@@ -97,38 +117,83 @@ def _worker(args: list[str], timeout: float) -> dict:
 
 
 def ck_produce(bootstrap: str, topic: str, size: int, count: int, acks: str, timeout: float = 300) -> dict:
-    d = _worker(["produce", "--bootstrap", bootstrap, "--topic", topic, "--size", str(size),
-                 "--count", str(count), "--acks", acks], timeout)
+    d = _worker(
+        [
+            "produce",
+            "--bootstrap",
+            bootstrap,
+            "--topic",
+            topic,
+            "--size",
+            str(size),
+            "--count",
+            str(count),
+            "--acks",
+            acks,
+        ],
+        timeout,
+    )
     if d.get("errors"):
         raise LoadError(f"confluent-kafka producer: {d['errors']} records not delivered")
     return d
 
 
 def ck_consume(bootstrap: str, topic: str, partitions: int, count: int, timeout: float = 300) -> dict:
-    d = _worker(["consume", "--bootstrap", bootstrap, "--topic", topic, "--partitions", str(partitions),
-                 "--count", str(count), "--timeout", str(timeout - 10)], timeout)
+    d = _worker(
+        [
+            "consume",
+            "--bootstrap",
+            bootstrap,
+            "--topic",
+            topic,
+            "--partitions",
+            str(partitions),
+            "--count",
+            str(count),
+            "--timeout",
+            str(timeout - 10),
+        ],
+        timeout,
+    )
     if not d.get("complete"):
         raise LoadError(f"confluent-kafka consumer read {d['records']} of {count} records")
     return d
 
 
-def e2e(bootstrap: str, topic: str, rate: float, seconds: float, size: int, skip: int, acks: str = "1",
-        linger_ms: float = 1) -> dict:
+def e2e(
+    bootstrap: str, topic: str, rate: float, seconds: float, size: int, skip: int, acks: str = "1", linger_ms: float = 1
+) -> dict:
     """Fixed-rate producer and an assign()-mode consumer, separate processes; the consumer
     reports receive - send percentiles."""
     count = int(rate * seconds)
     common = ["--bootstrap", bootstrap, "--topic", topic, "--count", str(count), "--size", str(size)]
-    cons = subprocess.Popen([sys.executable, "-m", "benches.compare.ck_worker", "e2e-consume", *common,
-                             "--skip", str(skip), "--timeout", str(seconds + 60)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO, env=_env())
+    cons = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "benches.compare.ck_worker",
+            "e2e-consume",
+            *common,
+            "--skip",
+            str(skip),
+            "--timeout",
+            str(seconds + 60),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=REPO,
+        env=_env(),
+    )
     try:
         assert cons.stdout is not None
         line = cons.stdout.readline()
         if "ready" not in line:
             raise LoadError(f"e2e consumer did not start: {line!r} {cons.stderr.read()[-300:] if cons.stderr else ''}")
         time.sleep(0.5)
-        prod = _worker(["e2e-produce", *common, "--rate", str(rate), "--acks", acks, "--linger", str(linger_ms)],
-                       seconds + 120)
+        prod = _worker(
+            ["e2e-produce", *common, "--rate", str(rate), "--acks", acks, "--linger", str(linger_ms)], seconds + 120
+        )
         out, err = cons.communicate(timeout=seconds + 90)
     except BaseException:
         cons.kill()
@@ -154,13 +219,41 @@ def _ours(args: list[str], timeout: float) -> dict:
 
 
 def ours_produce(bootstrap: str, topic: str, size: int, count: int, acks: str, timeout: float = 300) -> dict:
-    return _ours(["produce", "--bootstrap", bootstrap, "--topic", topic, "--size", str(size),
-                  "--count", str(count), "--acks", acks], timeout)
+    return _ours(
+        [
+            "produce",
+            "--bootstrap",
+            bootstrap,
+            "--topic",
+            topic,
+            "--size",
+            str(size),
+            "--count",
+            str(count),
+            "--acks",
+            acks,
+        ],
+        timeout,
+    )
 
 
 def ours_consume(bootstrap: str, topic: str, partitions: int, count: int, timeout: float = 300) -> dict:
-    d = _ours(["consume", "--bootstrap", bootstrap, "--topic", topic, "--partitions", str(partitions),
-               "--count", str(count), "--timeout", str(timeout - 10)], timeout)
+    d = _ours(
+        [
+            "consume",
+            "--bootstrap",
+            bootstrap,
+            "--topic",
+            topic,
+            "--partitions",
+            str(partitions),
+            "--count",
+            str(count),
+            "--timeout",
+            str(timeout - 10),
+        ],
+        timeout,
+    )
     if not d.get("complete"):
         raise LoadError(f"logbroker consumer read {d['records_total']} of {count} records")
     return d

@@ -28,15 +28,24 @@ def _available() -> bool:
 
 
 AVAILABLE = _available()
-REASON = ("" if AVAILABLE else
-          "the installed logbroker has no client (logbroker.Producer/Consumer); hook: benches/compare/ours.py")
+REASON = (
+    ""
+    if AVAILABLE
+    else "the installed logbroker has no client (logbroker.Producer/Consumer); hook: benches/compare/ours.py"
+)
 
 
 def produce(a) -> dict:
     import logbroker
 
-    conf = {"acks": "all" if a.acks == "all" else int(a.acks), "enable.idempotence": a.acks == "all",
-            "linger.ms": 10, "batch.size": 262144, "buffer.memory": 256 << 20, "compression.type": "none"}
+    conf = {
+        "acks": "all" if a.acks == "all" else int(a.acks),
+        "enable.idempotence": a.acks == "all",
+        "linger.ms": 10,
+        "batch.size": 262144,
+        "buffer.memory": 256 << 20,
+        "compression.type": "none",
+    }
     payload = b"x" * a.size
     with logbroker.Producer(a.bootstrap, **conf) as p:
         p.partitions_for(a.topic)  # connect and fetch metadata before the clock starts
@@ -69,8 +78,13 @@ def consume(a) -> dict:
                 t0 = time.perf_counter()
                 first_n, first_bytes = n, nbytes
         t1 = time.perf_counter()
-    return {"records": n - first_n, "bytes": nbytes - first_bytes, "seconds": t1 - (t0 or t1),
-            "records_total": n, "complete": n >= a.count}
+    return {
+        "records": n - first_n,
+        "bytes": nbytes - first_bytes,
+        "seconds": t1 - (t0 or t1),
+        "records_total": n,
+        "complete": n >= a.count,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:

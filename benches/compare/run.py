@@ -56,11 +56,25 @@ class Profile:
     warmup_records: int = 100_000  # untimed, 1 KiB, per broker (JIT, first segments)
 
 
-FULL = Profile("full", pairs=3, java_records={100: 2_500_000, 1024: 400_000},
-               ck_records={100: 1_500_000, 1024: 400_000}, consume_bytes=1 << 30)
-QUICK = Profile("quick", pairs=1, java_records={100: 300_000, 1024: 50_000},
-                ck_records={100: 100_000, 1024: 30_000}, consume_bytes=128 << 20,
-                e2e_seconds=3.0, e2e_skip=500, idle_wait=2.0, limits_bytes=256 << 20, limits_repeats=1)
+FULL = Profile(
+    "full",
+    pairs=3,
+    java_records={100: 2_500_000, 1024: 400_000},
+    ck_records={100: 1_500_000, 1024: 400_000},
+    consume_bytes=1 << 30,
+)
+QUICK = Profile(
+    "quick",
+    pairs=1,
+    java_records={100: 300_000, 1024: 50_000},
+    ck_records={100: 100_000, 1024: 30_000},
+    consume_bytes=128 << 20,
+    e2e_seconds=3.0,
+    e2e_skip=500,
+    idle_wait=2.0,
+    limits_bytes=256 << 20,
+    limits_repeats=1,
+)
 
 
 @dataclass
@@ -205,32 +219,55 @@ class Comparison:
                     for parts in PARTS:
                         for i in range(p.pairs):
                             for b in BROKERS:
-                                steps.append(Step(
-                                    f"produce {client} {size}B acks={acks} p={parts}: {b} #{i + 1}",
-                                    lambda c=client, s=size, a=acks, n=parts, b=b, i=i: self.step_produce(c, s, a, n, b, i),
-                                    0.1 if client == "ours" and not ours.AVAILABLE else 1))
+                                steps.append(
+                                    Step(
+                                        f"produce {client} {size}B acks={acks} p={parts}: {b} #{i + 1}",
+                                        lambda c=client, s=size, a=acks, n=parts, b=b, i=i: self.step_produce(
+                                            c, s, a, n, b, i
+                                        ),
+                                        0.1 if client == "ours" and not ours.AVAILABLE else 1,
+                                    )
+                                )
         for parts in PARTS:
             for b in BROKERS:
-                steps.append(Step(f"fill {p.consume_bytes >> 20} MiB topic p={parts}: {b}",
-                                  lambda n=parts, b=b: self.step_fill(b, n), 3))
+                steps.append(
+                    Step(
+                        f"fill {p.consume_bytes >> 20} MiB topic p={parts}: {b}",
+                        lambda n=parts, b=b: self.step_fill(b, n),
+                        3,
+                    )
+                )
         for client in ("ck", "java", "ours"):
             for parts in PARTS:
                 for i in range(p.pairs):
                     for b in BROKERS:
-                        steps.append(Step(f"consume {client} p={parts}: {b} #{i + 1}",
-                                          lambda c=client, n=parts, b=b, i=i: self.step_consume(c, n, b, i),
-                                          0.1 if client == "ours" and not ours.AVAILABLE else 1))
+                        steps.append(
+                            Step(
+                                f"consume {client} p={parts}: {b} #{i + 1}",
+                                lambda c=client, n=parts, b=b, i=i: self.step_consume(c, n, b, i),
+                                0.1 if client == "ours" and not ours.AVAILABLE else 1,
+                            )
+                        )
         steps.append(Step("latency warm-up", self.step_e2e_warmup, 1))
         for variant in ("main", "requests"):
             for i in range(p.pairs):
                 for b in BROKERS:
-                    steps.append(Step(f"end-to-end latency ({variant}): {b} #{i + 1}",
-                                      lambda v=variant, b=b, i=i: self.step_e2e(v, b, i),
-                                      max(1.0, p.e2e_seconds / 3)))
+                    steps.append(
+                        Step(
+                            f"end-to-end latency ({variant}): {b} #{i + 1}",
+                            lambda v=variant, b=b, i=i: self.step_e2e(v, b, i),
+                            max(1.0, p.e2e_seconds / 3),
+                        )
+                    )
         if p.profile:
             steps.append(Step("py-spy profile of logbroker: produce", lambda: self.step_profile("produce"), 2))
-            steps.append(Step("py-spy profile of logbroker: produce acks=all (confluent-kafka)",
-                              lambda: self.step_profile("produce-acks-all"), 2))
+            steps.append(
+                Step(
+                    "py-spy profile of logbroker: produce acks=all (confluent-kafka)",
+                    lambda: self.step_profile("produce-acks-all"),
+                    2,
+                )
+            )
             steps.append(Step("py-spy profile of logbroker: consume", lambda: self.step_profile("consume"), 2))
         steps.append(Step("stop brokers", self.step_stop_both, 1))
         return steps
@@ -255,16 +292,37 @@ class Comparison:
         peer.prepare()  # temp dir, config, and for Kafka the storage format (timed apart)
         try:
             cold = peer.start()
-            extra = {"listening_s": peer.t_listening - peer.t_spawn,
-                     "format_s": getattr(peer, "t_format", 0.0)}
-            self.samples.append(Sample("coldstart", "confluent-kafka", "spawn -> first acked produce", broker,
-                                       pair, cold, "s", extra))
+            extra = {"listening_s": peer.t_listening - peer.t_spawn, "format_s": getattr(peer, "t_format", 0.0)}
+            self.samples.append(
+                Sample("coldstart", "confluent-kafka", "spawn -> first acked produce", broker, pair, cold, "s", extra)
+            )
             time.sleep(self.p.idle_wait)
-            self.samples.append(Sample("idle_rss", "-", f"{self.p.idle_wait:g} s after ready, 1 topic", broker,
-                                       pair, peer.rss() / 1e6, "MB", {"cpu_s": peer.cpu()}))
+            self.samples.append(
+                Sample(
+                    "idle_rss",
+                    "-",
+                    f"{self.p.idle_wait:g} s after ready, 1 topic",
+                    broker,
+                    pair,
+                    peer.rss() / 1e6,
+                    "MB",
+                    {"cpu_s": peer.cpu()},
+                )
+            )
         except Exception as e:  # noqa: BLE001
-            self.samples.append(Sample("coldstart", "confluent-kafka", "spawn -> first acked produce", broker,
-                                       pair, None, "s", {}, f"{type(e).__name__}: {e}"[:400]))
+            self.samples.append(
+                Sample(
+                    "coldstart",
+                    "confluent-kafka",
+                    "spawn -> first acked produce",
+                    broker,
+                    pair,
+                    None,
+                    "s",
+                    {},
+                    f"{type(e).__name__}: {e}"[:400],
+                )
+            )
             self.log(peer.log_tail())
         finally:
             peer.stop()
@@ -311,8 +369,9 @@ class Comparison:
         topic = self._topic(f"consume-{parts}")
         create_topic(peer.bootstrap, topic, parts)
         count = self.p.consume_bytes // self.p.consume_size
-        d = self._measured(peer, lambda: loadgen.java_produce(self.inst, peer.bootstrap, topic,
-                                                              self.p.consume_size, count, "1"))
+        d = self._measured(
+            peer, lambda: loadgen.java_produce(self.inst, peer.bootstrap, topic, self.p.consume_size, count, "1")
+        )
         self.consume_topics[(broker, parts)] = (topic, count)
         self.meta.setdefault("fill", {})[f"{broker}/p{parts}"] = d
         # page cache warm: read the topic's files once (other topics' dirs may be going away)
@@ -332,8 +391,11 @@ class Comparison:
             self.samples.append(Sample("consume", cname, config, broker, pair, None, "MB/s", {}, ours.REASON))
             return
         if client == "java":
-            prior = [s for s in self.samples if s.metric == "consume" and s.client == cname and s.broker == broker
-                     and s.error]
+            prior = [
+                s
+                for s in self.samples
+                if s.metric == "consume" and s.client == cname and s.broker == broker and s.error
+            ]
             if prior:  # fails the same way every time: do not spend the run on it again
                 self.samples.append(Sample("consume", cname, config, broker, pair, None, "MB/s", {}, prior[0].error))
                 return
@@ -362,8 +424,9 @@ class Comparison:
                 topic = self._topic("e2e-warm")
                 self._create(peer, topic, 1)
                 try:
-                    loadgen.e2e(peer.bootstrap, topic, rate, 2.0, self.p.e2e_size, 0, acks=self.e2e_acks,
-                                linger_ms=linger)
+                    loadgen.e2e(
+                        peer.bootstrap, topic, rate, 2.0, self.p.e2e_size, 0, acks=self.e2e_acks, linger_ms=linger
+                    )
                 except loadgen.LoadError as e:
                     self.log(f"latency warm-up on {peer.name}: {e}")
                 delete_topic(peer.bootstrap, topic)
@@ -379,12 +442,15 @@ class Comparison:
         metric = "e2e" if variant == "main" else "e2e_req"
 
         def run() -> dict:
-            return self._measured(peer, lambda: loadgen.e2e(peer.bootstrap, topic, rate, p.e2e_seconds,
-                                                            p.e2e_size, p.e2e_skip, acks=acks, linger_ms=linger),
-                                  topic)
+            return self._measured(
+                peer,
+                lambda: loadgen.e2e(
+                    peer.bootstrap, topic, rate, p.e2e_seconds, p.e2e_size, p.e2e_skip, acks=acks, linger_ms=linger
+                ),
+                topic,
+            )
 
-        self._record(metric, "confluent-kafka", config, broker, pair, run, unit="ms",
-                     value_of=lambda d: d["p99_ms"])
+        self._record(metric, "confluent-kafka", config, broker, pair, run, unit="ms", value_of=lambda d: d["p99_ms"])
         delete_topic(peer.bootstrap, topic)
 
     def step_profile(self, what: str) -> None:
@@ -393,22 +459,41 @@ class Comparison:
             self.meta.setdefault("profile_errors", {})[what] = "py-spy not installed"
             return
         out = self.out_dir / f"profile-{what}.txt"
-        spy = subprocess.Popen(["py-spy", "record", "--pid", str(peer.pid), "--rate", "200", "--native",
-                                "--format", "raw", "-o", str(out)],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        spy = subprocess.Popen(
+            [
+                "py-spy",
+                "record",
+                "--pid",
+                str(peer.pid),
+                "--rate",
+                "200",
+                "--native",
+                "--format",
+                "raw",
+                "-o",
+                str(out),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
         time.sleep(1.0)
         try:
             if what == "produce":
                 topic = self._topic("prof")
                 create_topic(peer.bootstrap, topic, 1)
-                d = self._measured(peer, lambda: loadgen.java_produce(self.inst, peer.bootstrap, topic, 1024,
-                                                                      self.p.java_records[1024], "1"))
+                d = self._measured(
+                    peer,
+                    lambda: loadgen.java_produce(
+                        self.inst, peer.bootstrap, topic, 1024, self.p.java_records[1024], "1"
+                    ),
+                )
                 delete_topic(peer.bootstrap, topic)
             elif what == "produce-acks-all":
                 topic = self._topic("prof")
                 create_topic(peer.bootstrap, topic, 1)
-                d = self._measured(peer, lambda: loadgen.ck_produce(peer.bootstrap, topic, 1024,
-                                                                    self.p.ck_records[1024], "all"))
+                d = self._measured(
+                    peer, lambda: loadgen.ck_produce(peer.bootstrap, topic, 1024, self.p.ck_records[1024], "all")
+                )
                 delete_topic(peer.bootstrap, topic)
             else:
                 topic, count = self.consume_topics[("logbroker", 8)]
@@ -423,7 +508,9 @@ class Comparison:
         if out.exists():
             self.profiles[what] = out
             self.meta.setdefault("profile_runs", {})[what] = {
-                "mbps": d["bytes"] / d["seconds"] / 1e6, "broker_cpu_s": d["broker_cpu_s"]}
+                "mbps": d["bytes"] / d["seconds"] / 1e6,
+                "broker_cpu_s": d["broker_cpu_s"],
+            }
         else:
             self.meta.setdefault("profile_errors", {})[what] = (err or b"").decode(errors="replace")[-300:]
 
@@ -444,8 +531,12 @@ class Comparison:
         if progress:
             from tqdm import tqdm
 
-            bar = tqdm(total=sum(s.weight for s in steps), unit="step", dynamic_ncols=True,
-                       bar_format="{l_bar}{bar}| {n:.0f}/{total:.0f} [{elapsed}<{remaining}]")
+            bar = tqdm(
+                total=sum(s.weight for s in steps),
+                unit="step",
+                dynamic_ncols=True,
+                bar_format="{l_bar}{bar}| {n:.0f}/{total:.0f} [{elapsed}<{remaining}]",
+            )
             self.log = bar.write
         try:
             for s in steps:
@@ -474,6 +565,15 @@ class Comparison:
 
     def save(self) -> Path:
         f = self.out_dir / "results.json"
-        f.write_text(json.dumps({"meta": self.meta, "samples": [asdict(s) for s in self.samples],
-                                 "profiles": {k: str(v) for k, v in self.profiles.items()}}, indent=1, default=str))
+        f.write_text(
+            json.dumps(
+                {
+                    "meta": self.meta,
+                    "samples": [asdict(s) for s in self.samples],
+                    "profiles": {k: str(v) for k, v in self.profiles.items()},
+                },
+                indent=1,
+                default=str,
+            )
+        )
         return f

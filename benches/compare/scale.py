@@ -75,8 +75,9 @@ def thread_cpu_seconds(pids: list[int]) -> float:
     return total / 1e9
 
 
-def create_batches(bootstrap: str, total: int, per_topic: int, batch_topics: int, rf: int,
-                   made: int = 0, cpu=None) -> list[tuple[int, float]]:
+def create_batches(
+    bootstrap: str, total: int, per_topic: int, batch_topics: int, rf: int, made: int = 0, cpu=None
+) -> list[tuple[int, float]]:
     """Create topics until `total` partitions exist (`made` already do); (topics in the batch,
     seconds) per batch: wall-clock seconds, or with `cpu` (a function returning the broker
     processes' CPU seconds) the CPU seconds the batch cost them."""
@@ -117,8 +118,15 @@ def metadata_seconds(bootstrap: str, topics: int) -> float:
 def produce_everywhere(bootstrap: str, topics: int, per_topic: int, deadline: float, first: int = 0) -> None:
     """One record to every partition of topics `first`..`topics`-1, retried until each is
     acknowledged (acks=1)."""
-    p = Producer({**client_conf(bootstrap), "acks": "1", "linger.ms": 5, "message.timeout.ms": 300_000,
-                  "queue.buffering.max.messages": 1_000_000})
+    p = Producer(
+        {
+            **client_conf(bootstrap),
+            "acks": "1",
+            "linger.ms": 5,
+            "message.timeout.ms": 300_000,
+            "queue.buffering.max.messages": 1_000_000,
+        }
+    )
     failed: list = []
 
     def done(err, msg):
@@ -177,8 +185,8 @@ def idle_cpu_share(peer, seconds: float, after: float = 15) -> float:
 def quorum_leader(bootstrap: str) -> int:
     """The metadata quorum's leader (DescribeQuorum, as `logbroker cluster status` asks it;
     a Kafka broker forwards it to the controllers)."""
-    from logbroker.client import BrokerConnection
     from logbroker.admin_views import describe_quorum
+    from logbroker.client import BrokerConnection
 
     with BrokerConnection(bootstrap.split(",")[0], client_id="scale-bench", timeout=10) as conn:
         return describe_quorum(conn)["leader_id"]
@@ -279,8 +287,9 @@ def rolling_restart_to_in_sync(peer, topics: int, per_topic: int, deadline_s: fl
         time.sleep(0.2)
 
 
-def growth(name: str, nodes: int, total: int, per_topic: int = 5, batch_topics: int = 20, edge: int = 5,
-           repeat: int = 2) -> dict:
+def growth(
+    name: str, nodes: int, total: int, per_topic: int = 5, batch_topics: int = 20, edge: int = 5, repeat: int = 2
+) -> dict:
     """How the cost of metadata work grows with what exists, as ratios measured within one run
     (noise on a shared machine moves times, much less ratios of neighbouring times):
     - create: topics are created in batches until `total` partitions exist; the CPU seconds
@@ -309,9 +318,15 @@ def growth(name: str, nodes: int, total: int, per_topic: int = 5, batch_topics: 
         restarts = []
         batches: list[tuple[int, float]] = []
         for size in (tenth, half, total):
-            batches += create_batches(peer.bootstrap, size, per_topic, batch_topics, rf,
-                                      made=sum(n for n, _ in batches) * per_topic,
-                                      cpu=lambda: thread_cpu_seconds(peer.pids if nodes > 1 else [peer.pid]))
+            batches += create_batches(
+                peer.bootstrap,
+                size,
+                per_topic,
+                batch_topics,
+                rf,
+                made=sum(n for n, _ in batches) * per_topic,
+                cpu=lambda: thread_cpu_seconds(peer.pids if nodes > 1 else [peer.pid]),
+            )
             if nodes == 1:
                 restart_to_writable(peer, nodes, size // per_topic, per_topic)  # replays the new topics' records
                 runs = [restart_to_writable(peer, nodes, size // per_topic, per_topic) for _ in range(repeat)]
@@ -326,18 +341,32 @@ def growth(name: str, nodes: int, total: int, per_topic: int = 5, batch_topics: 
     (n0, _, c0), (n1, _, c1), (n2, _, c2) = restarts
     early, late = (c1 - c0) / (n1 - n0), (c2 - c1) / (n2 - n1)
     return {
-        "broker": name, "nodes": nodes, "partitions": total, "batches": len(batches),
-        "create_first_cpu_ms_per_topic": head, "create_last_cpu_ms_per_topic": tail, "create_ratio": tail / head,
+        "broker": name,
+        "nodes": nodes,
+        "partitions": total,
+        "batches": len(batches),
+        "create_first_cpu_ms_per_topic": head,
+        "create_last_cpu_ms_per_topic": tail,
+        "create_ratio": tail / head,
         "batches_cpu_ms_per_topic": [round(x, 2) for x in per_topic_ms],
         "restart_seconds": {n: round(w, 3) for n, w, _ in restarts},
         "restart_cpu_seconds": {n: round(c, 3) for n, _, c in restarts},
-        "restart_cpu_ms_per_partition_early": 1000 * early, "restart_cpu_ms_per_partition_late": 1000 * late,
+        "restart_cpu_ms_per_partition_early": 1000 * early,
+        "restart_cpu_ms_per_partition_late": 1000 * late,
         "restart_ratio": late / early if early > 0 else float("inf"),
     }
 
 
-def run_one(name: str, nodes: int, total: int, per_topic: int, batch_topics: int, settle_s: float = 0,
-            idle_s: float = 20, idle_after: float = 15) -> dict:
+def run_one(
+    name: str,
+    nodes: int,
+    total: int,
+    per_topic: int,
+    batch_topics: int,
+    settle_s: float = 0,
+    idle_s: float = 20,
+    idle_after: float = 15,
+) -> dict:
     rf = 3 if nodes == 3 else 1
     settled_us = settle_disk(RESULTS, settle_s) if settle_s else None
     peer = PeerCluster(PEERS[name], nodes) if nodes > 1 else PEERS[name]()
@@ -348,9 +377,13 @@ def run_one(name: str, nodes: int, total: int, per_topic: int, batch_topics: int
         topics = sum(n for n, _ in batches)
         per_topic_ms = [1000 * s / n for n, s in batches]
         result = {
-            "broker": name, "nodes": nodes, "partitions": topics * per_topic, "topics": topics,
+            "broker": name,
+            "nodes": nodes,
+            "partitions": topics * per_topic,
+            "topics": topics,
             "create_seconds": sum(s for _, s in batches),
-            "first_batch_ms_per_topic": per_topic_ms[0], "last_batch_ms_per_topic": per_topic_ms[-1],
+            "first_batch_ms_per_topic": per_topic_ms[0],
+            "last_batch_ms_per_topic": per_topic_ms[-1],
             "median_ms_per_topic": statistics.median(per_topic_ms),
             "batches_ms_per_topic": [round(x, 2) for x in per_topic_ms],
             "metadata_seconds": metadata_seconds(peer.bootstrap, topics),
@@ -361,8 +394,9 @@ def run_one(name: str, nodes: int, total: int, per_topic: int, batch_topics: int
         result["idle_cpu_share"] = idle_cpu_share(peer, idle_s, idle_after)
         if nodes == 3:
             result["controller_failover_seconds"] = controller_failover_seconds(peer)
-            result["new_broker_catch_up_seconds"], result["new_broker_registered_seconds"] = \
-                new_broker_seconds(peer, topics)
+            result["new_broker_catch_up_seconds"], result["new_broker_registered_seconds"] = new_broker_seconds(
+                peer, topics
+            )
         # restart to every partition writable
         if nodes == 1:
             peer.stop(keep_data=True)
@@ -379,18 +413,22 @@ def run_one(name: str, nodes: int, total: int, per_topic: int, batch_topics: int
 
 
 def table(results: list[dict]) -> str:
-    rows = ["| broker | nodes | partitions | CreateTopics ms/topic, first batch | last batch | last/first | "
-            "full Metadata s | restart to all writable s | RSS MB | open fds | idle CPU, share of a core | "
-            "controller failover s | new broker caught up s |",
-            "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    rows = [
+        "| broker | nodes | partitions | CreateTopics ms/topic, first batch | last batch | last/first | "
+        "full Metadata s | restart to all writable s | RSS MB | open fds | idle CPU, share of a core | "
+        "controller failover s | new broker caught up s |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in results:
-        rows.append(f"| {r['broker']} | {r['nodes']} | {r['partitions']:,} | {r['first_batch_ms_per_topic']:.1f} | "
-                    f"{r['last_batch_ms_per_topic']:.1f} | "
-                    f"{r['last_batch_ms_per_topic'] / r['first_batch_ms_per_topic']:.2f} | "
-                    f"{r['metadata_seconds']:.2f} | {r.get('restart_to_writable_seconds', float('nan')):.1f} | "
-                    f"{r['rss_mb']:.0f} | {r['open_fds']:,} | {r.get('idle_cpu_share', float('nan')):.3f} | "
-                    f"{r.get('controller_failover_seconds', float('nan')):.1f} | "
-                    f"{r.get('new_broker_catch_up_seconds', float('nan')):.1f} |")
+        rows.append(
+            f"| {r['broker']} | {r['nodes']} | {r['partitions']:,} | {r['first_batch_ms_per_topic']:.1f} | "
+            f"{r['last_batch_ms_per_topic']:.1f} | "
+            f"{r['last_batch_ms_per_topic'] / r['first_batch_ms_per_topic']:.2f} | "
+            f"{r['metadata_seconds']:.2f} | {r.get('restart_to_writable_seconds', float('nan')):.1f} | "
+            f"{r['rss_mb']:.0f} | {r['open_fds']:,} | {r.get('idle_cpu_share', float('nan')):.3f} | "
+            f"{r.get('controller_failover_seconds', float('nan')):.1f} | "
+            f"{r.get('new_broker_catch_up_seconds', float('nan')):.1f} |"
+        )
     return "\n".join(rows)
 
 
@@ -402,10 +440,17 @@ def main() -> None:
     ap.add_argument("--partitions-per-topic", type=int, default=5)
     ap.add_argument("--batch-topics", type=int, default=None, help="topics per CreateTopics (100; 20 with --growth)")
     ap.add_argument("--quick", action="store_true", help="2,000 partitions, logbroker only unless --brokers")
-    ap.add_argument("--growth", action="store_true",
-                    help="only the growth ratios of creation and restart (growth(); the CI check's measurement)")
-    ap.add_argument("--settle-seconds", type=float, default=180,
-                    help="before each run, wait up to this long for mkdir to be fast again (0: do not wait)")
+    ap.add_argument(
+        "--growth",
+        action="store_true",
+        help="only the growth ratios of creation and restart (growth(); the CI check's measurement)",
+    )
+    ap.add_argument(
+        "--settle-seconds",
+        type=float,
+        default=180,
+        help="before each run, wait up to this long for mkdir to be fast again (0: do not wait)",
+    )
     ap.add_argument("--idle-seconds", type=float, default=20, help="the idle CPU window")
     ap.add_argument("--idle-after", type=float, default=15, help="seconds from the last CreateTopics to the window")
     args = ap.parse_args()
@@ -421,8 +466,16 @@ def main() -> None:
     for nodes in (int(x) for x in args.nodes.split(",")):
         for total in totals:
             for name in args.brokers.split(","):
-                r = run_one(name, nodes, total, args.partitions_per_topic, args.batch_topics or 100,
-                            0 if args.quick else args.settle_seconds, args.idle_seconds, args.idle_after)
+                r = run_one(
+                    name,
+                    nodes,
+                    total,
+                    args.partitions_per_topic,
+                    args.batch_topics or 100,
+                    0 if args.quick else args.settle_seconds,
+                    args.idle_seconds,
+                    args.idle_after,
+                )
                 print(json.dumps(r), flush=True)
                 results.append(r)
     RESULTS.mkdir(parents=True, exist_ok=True)

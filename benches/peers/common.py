@@ -23,10 +23,12 @@ from pathlib import Path
 
 from logbroker.cluster import free_port
 
+
 def one_at_a_time(lock_path):
     """Decorator: the function runs under an exclusive file lock (`lock_path()`, a Path), so
     parallel test workers (pytest-xdist) that all find a cache cold build or download it once:
     the first does the work, the others wait and then find it done."""
+
     def wrap(fn):
         @functools.wraps(fn)
         def locked(*args, **kwargs):
@@ -35,14 +37,14 @@ def one_at_a_time(lock_path):
             with open(path, "a") as f:
                 fcntl.flock(f, fcntl.LOCK_EX)
                 return fn(*args, **kwargs)
+
         return locked
+
     return wrap
 
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 PAGE = os.sysconf("SC_PAGE_SIZE")
-
-
 
 
 def rss_bytes(pid: int) -> int:
@@ -59,7 +61,7 @@ def cpu_seconds(pid: int) -> float:
     with open(f"/proc/{pid}/stat") as f:
         text = f.read()
     # the command name (field 2) may hold spaces: split after its closing paren
-    fields = text[text.rindex(")") + 2:].split()
+    fields = text[text.rindex(")") + 2 :].split()
     utime, stime = int(fields[11]), int(fields[12])
     return (utime + stime) / CLK_TCK
 
@@ -88,8 +90,9 @@ def client_conf(bootstrap: str) -> dict:
     }
 
 
-def create_topic(bootstrap: str, topic: str, partitions: int, timeout: float = 30.0,
-                 replication_factor: int = 1) -> None:
+def create_topic(
+    bootstrap: str, topic: str, partitions: int, timeout: float = 30.0, replication_factor: int = 1
+) -> None:
     """Create a topic with the admin API and wait until every partition has a leader and all of
     its replicas in the ISR in Metadata."""
     from confluent_kafka import KafkaException
@@ -98,8 +101,7 @@ def create_topic(bootstrap: str, topic: str, partitions: int, timeout: float = 3
     admin = AdminClient(client_conf(bootstrap))
     deadline = time.monotonic() + timeout
     while True:
-        fut = admin.create_topics([NewTopic(topic, partitions, replication_factor)],
-                                  operation_timeout=timeout)[topic]
+        fut = admin.create_topics([NewTopic(topic, partitions, replication_factor)], operation_timeout=timeout)[topic]
         try:
             fut.result(timeout=timeout)
             break
@@ -113,8 +115,11 @@ def create_topic(bootstrap: str, topic: str, partitions: int, timeout: float = 3
     while True:
         md = admin.list_topics(topic, timeout=timeout)
         t = md.topics.get(topic)
-        if t is not None and t.error is None and len(t.partitions) == partitions and all(
-            p.leader >= 0 and len(p.isrs) == replication_factor for p in t.partitions.values()
+        if (
+            t is not None
+            and t.error is None
+            and len(t.partitions) == partitions
+            and all(p.leader >= 0 and len(p.isrs) == replication_factor for p in t.partitions.values())
         ):
             return
         if time.monotonic() > deadline:
@@ -148,15 +153,19 @@ def first_produce(bootstrap: str, topic: str, deadline: float, replication_facto
 
     while True:
         try:
-            create_topic(bootstrap, topic, 1, timeout=max(1.0, deadline - time.monotonic()),
-                         replication_factor=replication_factor)
+            create_topic(
+                bootstrap,
+                topic,
+                1,
+                timeout=max(1.0, deadline - time.monotonic()),
+                replication_factor=replication_factor,
+            )
             break
         except Exception:  # noqa: BLE001 - broker not ready yet
             if time.monotonic() > deadline:
                 raise
             time.sleep(0.02)
-    p = Producer({**client_conf(bootstrap), "acks": "all", "linger.ms": 0,
-                  "message.timeout.ms": 10000})
+    p = Producer({**client_conf(bootstrap), "acks": "all", "linger.ms": 0, "message.timeout.ms": 10000})
     while True:
         result: list = []
         p.produce(topic, b"ready", on_delivery=lambda err, msg, result=result: result.append(err))
@@ -173,9 +182,17 @@ class Peer:
 
     name = "peer"
 
-    def __init__(self, data_root: str | os.PathLike | None = None, segment_bytes: int = 268_435_456, *,
-                 node_id: int = 1, replication_factor: int = 1, min_insync_replicas: int = 1,
-                 extra: dict[str, str] | None = None, log_dirs: int = 1):
+    def __init__(
+        self,
+        data_root: str | os.PathLike | None = None,
+        segment_bytes: int = 268_435_456,
+        *,
+        node_id: int = 1,
+        replication_factor: int = 1,
+        min_insync_replicas: int = 1,
+        extra: dict[str, str] | None = None,
+        log_dirs: int = 1,
+    ):
         self.data_root = Path(data_root) if data_root else None
         self.log_dir_count = log_dirs  # log.dirs: data_dir, then data2, data3, ... (JBOD)
         self.segment_bytes = segment_bytes
@@ -314,13 +331,30 @@ class PeerCluster:
     """`n` nodes of one peer class forming one cluster, driven like one Peer: bootstrap is
     every node's listener, cpu() and rss() are sums over the node processes."""
 
-    def __init__(self, peer_cls, n: int = 3, data_root=None, segment_bytes: int = 268_435_456,
-                 replication_factor: int = 3, min_insync_replicas: int = 2, **kw):
+    def __init__(
+        self,
+        peer_cls,
+        n: int = 3,
+        data_root=None,
+        segment_bytes: int = 268_435_456,
+        replication_factor: int = 3,
+        min_insync_replicas: int = 2,
+        **kw,
+    ):
         self.name = peer_cls.name
         self.n = n
         self.replication_factor = replication_factor
-        self.nodes = [peer_cls(data_root, segment_bytes, node_id=i + 1, replication_factor=replication_factor,
-                               min_insync_replicas=min_insync_replicas, **kw) for i in range(n)]
+        self.nodes = [
+            peer_cls(
+                data_root,
+                segment_bytes,
+                node_id=i + 1,
+                replication_factor=replication_factor,
+                min_insync_replicas=min_insync_replicas,
+                **kw,
+            )
+            for i in range(n)
+        ]
         self.prepared = False
         self.t_spawn = self.t_listening = self.t_ready = 0.0
 
@@ -372,10 +406,15 @@ class PeerCluster:
         """Starts one more node, broker only (`process.roles=broker`, node id n+1), joining
         through the cluster's voters; returns it once spawned (not waiting for anything)."""
         first = self.nodes[0]
-        node = type(first)(first.data_root, first.segment_bytes, node_id=len(self.nodes) + 1,
-                           replication_factor=self.replication_factor,
-                           min_insync_replicas=first.min_insync_replicas, extra=first.extra,
-                           log_dirs=first.log_dir_count)
+        node = type(first)(
+            first.data_root,
+            first.segment_bytes,
+            node_id=len(self.nodes) + 1,
+            replication_factor=self.replication_factor,
+            min_insync_replicas=first.min_insync_replicas,
+            extra=first.extra,
+            log_dirs=first.log_dir_count,
+        )
         if hasattr(first, "inst"):
             node.inst = first.inst
         node.allocate()
@@ -436,8 +475,11 @@ def run_cli(peer_cls, argv: list[str] | None = None) -> int:
             print(f"{k} = {v}")
         return 0
     cold = peer.start()
-    print(f"{peer.name} ready on {peer.bootstrap} (pid {peer.pid}, data {peer.data_dir}) "
-          f"after {cold:.2f}s; Ctrl-C stops it", flush=True)
+    print(
+        f"{peer.name} ready on {peer.bootstrap} (pid {peer.pid}, data {peer.data_dir}) "
+        f"after {cold:.2f}s; Ctrl-C stops it",
+        flush=True,
+    )
     try:
         while peer.proc is not None and peer.proc.poll() is None:
             time.sleep(0.5)

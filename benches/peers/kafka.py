@@ -41,8 +41,13 @@ GROUP_PATH = "org/apache/kafka/kafka_2.13"
 # KAFKA_JVM_PERFORMANCE_OPTS), so the broker runs the way an operator would start it.
 HEAP_OPTS = ["-Xms1g", "-Xmx1g"]
 JVM_PERF_OPTS = [
-    "-server", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20", "-XX:InitiatingHeapOccupancyPercent=35",
-    "-XX:+ExplicitGCInvokesConcurrent", "-XX:MaxInlineLevel=15", "-Djava.awt.headless=true",
+    "-server",
+    "-XX:+UseG1GC",
+    "-XX:MaxGCPauseMillis=20",
+    "-XX:InitiatingHeapOccupancyPercent=35",
+    "-XX:+ExplicitGCInvokesConcurrent",
+    "-XX:MaxInlineLevel=15",
+    "-Djava.awt.headless=true",
 ]
 
 LOG4J2 = """\
@@ -93,8 +98,7 @@ class KafkaInstall:
         return self.home / "log4j2-tools.properties"
 
     def tools_java(self, main: str, args: list[str], heap: str = "-Xmx512m") -> list[str]:
-        return ["java", heap, f"-Dlog4j2.configurationFile={self.tools_log4j}", "-cp", self.tools_cp,
-                main, *args]
+        return ["java", heap, f"-Dlog4j2.configurationFile={self.tools_log4j}", "-cp", self.tools_cp, main, *args]
 
 
 def _mvn(args: list[str], verbose: bool) -> subprocess.CompletedProcess:
@@ -118,8 +122,17 @@ def available_versions(verbose: bool = False) -> list[str]:
             "<packaging>pom</packaging></project>"
         )
         # resolving the LATEST pom makes Maven fetch the artifact's maven-metadata.xml
-        _mvn(["-U", "-f", str(pom), "dependency:get", "-Dtransitive=false",
-              "-Dartifact=org.apache.kafka:kafka_2.13:LATEST:pom"], verbose)
+        _mvn(
+            [
+                "-U",
+                "-f",
+                str(pom),
+                "dependency:get",
+                "-Dtransitive=false",
+                "-Dartifact=org.apache.kafka:kafka_2.13:LATEST:pom",
+            ],
+            verbose,
+        )
     versions: set[str] = set()
     for meta in (M2 / GROUP_PATH).glob("maven-metadata*.xml"):
         for v in ET.parse(meta).getroot().iter("version"):
@@ -153,8 +166,18 @@ def install(refresh: bool = False, verbose: bool = False) -> KafkaInstall:
         ok = True
         for part, pom in POMS.items():
             out = home / part
-            r = _mvn(["-U", "-f", str(pom), f"-Dkafka.version={v}", "dependency:copy-dependencies",
-                      "-DincludeScope=runtime", f"-DoutputDirectory={out}"], verbose)
+            r = _mvn(
+                [
+                    "-U",
+                    "-f",
+                    str(pom),
+                    f"-Dkafka.version={v}",
+                    "dependency:copy-dependencies",
+                    "-DincludeScope=runtime",
+                    f"-DoutputDirectory={out}",
+                ],
+                verbose,
+            )
             if r.returncode != 0:
                 reason = next((ln for ln in (r.stdout + r.stderr).splitlines() if "ERROR" in ln), "mvn failed")
                 reason = re.sub(r"\x1b\[[0-9;]*m", "", reason).replace("[ERROR] ", "")[:300]
@@ -198,7 +221,8 @@ class KafkaPeer(Peer):
             "process.roles": self.roles,
             "node.id": str(self.node_id),
             "controller.quorum.voters": self.voters or f"{self.node_id}@127.0.0.1:{self.cport}",
-            "listeners": f"PLAINTEXT://127.0.0.1:{self.port}" + (f",CONTROLLER://127.0.0.1:{self.cport}" if controller else ""),
+            "listeners": f"PLAINTEXT://127.0.0.1:{self.port}"
+            + (f",CONTROLLER://127.0.0.1:{self.cport}" if controller else ""),
             "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
             "controller.listener.names": "CONTROLLER",
             "inter.broker.listener.name": "PLAINTEXT",
@@ -241,9 +265,21 @@ class KafkaPeer(Peer):
             self.cluster_id = self.new_cluster_id()
         t0 = time.monotonic()
         r = subprocess.run(
-            ["java", "-Xmx256m", f"-Dlog4j2.configurationFile={self.inst.tools_log4j}", "-cp",
-             self.inst.broker_cp, "kafka.tools.StorageTool", "format", "-t", self.cluster_id, "-c", str(props)],
-            capture_output=True, text=True,
+            [
+                "java",
+                "-Xmx256m",
+                f"-Dlog4j2.configurationFile={self.inst.tools_log4j}",
+                "-cp",
+                self.inst.broker_cp,
+                "kafka.tools.StorageTool",
+                "format",
+                "-t",
+                self.cluster_id,
+                "-c",
+                str(props),
+            ],
+            capture_output=True,
+            text=True,
         )
         self.t_format = time.monotonic() - t0
         if r.returncode != 0:
@@ -251,12 +287,19 @@ class KafkaPeer(Peer):
 
     def _launch(self) -> subprocess.Popen:
         assert self.inst is not None and self.workdir is not None
-        cmd = ["java", *HEAP_OPTS, *JVM_PERF_OPTS, f"-Dkafka.logs.dir={self.workdir}",
-               f"-Dlog4j2.configurationFile={self.inst.broker_log4j}", "-cp", self.inst.broker_cp,
-               "kafka.Kafka", str(self.workdir / "server.properties")]
+        cmd = [
+            "java",
+            *HEAP_OPTS,
+            *JVM_PERF_OPTS,
+            f"-Dkafka.logs.dir={self.workdir}",
+            f"-Dlog4j2.configurationFile={self.inst.broker_log4j}",
+            "-cp",
+            self.inst.broker_cp,
+            "kafka.Kafka",
+            str(self.workdir / "server.properties"),
+        ]
         out = self._open_log("stdout.log")
-        return subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                cwd=self.workdir)
+        return subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=self.workdir)
 
 
 if __name__ == "__main__":

@@ -43,8 +43,10 @@ class LogbrokerPeer(Peer):
             "auto.create.topics.enable": "true",
         }
         # group keys, as on the Kafka peer (only where this logbroker has a group coordinator)
-        for k, v in (("group.initial.rebalance.delay.ms", "0"),
-                     ("offsets.topic.replication.factor", str(self.replication_factor))):
+        for k, v in (
+            ("group.initial.rebalance.delay.ms", "0"),
+            ("offsets.topic.replication.factor", str(self.replication_factor)),
+        ):
             if k in _known_keys():
                 sets[k] = v
         sets.update(self.extra)
@@ -59,8 +61,10 @@ class LogbrokerPeer(Peer):
         port = self.port or "<free port>"
         s = {"listeners": f"127.0.0.1:{port}"}
         if self.voters:
-            s = {"listeners": f"PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{self.cport or '<free port>'}",
-                 "controller.quorum.voters": self.voters}
+            s = {
+                "listeners": f"PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{self.cport or '<free port>'}",
+                "controller.quorum.voters": self.voters,
+            }
         s["log.dirs"] = self.log_dirs_setting
         s.update(self._sets())
         s["(process)"] = f"{sys.executable} -m logbroker serve (one Python process, trio, Rust core)"
@@ -72,8 +76,12 @@ class LogbrokerPeer(Peer):
         if self.roles == "broker":  # a broker-only node of a PeerCluster (add_broker)
             cmd += ["--roles", "broker", "--listen", f"PLAINTEXT://127.0.0.1:{self.port}", "--voters", self.voters]
         elif self.voters:  # a node of a PeerCluster: a CONTROLLER listener and the voter set
-            cmd += ["--listen", f"PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{self.cport}",
-                    "--voters", self.voters]
+            cmd += [
+                "--listen",
+                f"PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{self.cport}",
+                "--voters",
+                self.voters,
+            ]
         else:
             cmd += ["--listen", f"127.0.0.1:{self.port}"]
         for k, v in self._sets().items():

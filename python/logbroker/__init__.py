@@ -12,8 +12,6 @@ async versions for asyncio and trio in `logbroker.aio`), usable against Apache K
 
 from logbroker._core import __version__
 from logbroker.broker import Broker, BrokerServer
-from logbroker.common.config import BrokerConfig, ConfigError
-from logbroker.cluster import Cluster
 from logbroker.client import (
     AcknowledgeType,
     Admin,
@@ -29,6 +27,8 @@ from logbroker.client import (
     ShareConsumer,
     TopicPartition,
 )
+from logbroker.cluster import Cluster
+from logbroker.common.config import BrokerConfig, ConfigError
 
 __all__ = [
     "AcknowledgeType",

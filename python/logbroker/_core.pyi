@@ -5,10 +5,10 @@ Offsets, HW and log start offset getters are lock-free.
 """
 
 import os
-
-from typing_extensions import Buffer
 from collections.abc import Callable
 from typing import Any, final
+
+from typing_extensions import Buffer
 
 __version__: str
 __all__ = [
@@ -223,7 +223,13 @@ class Log:
         plus one entry per transaction marker: marker True (COMMIT) or False (ABORT), key and
         value None. For coordinators that replay transactional writes."""
     def append_end_txn_marker(
-        self, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int, leader_epoch: int, now_ms: int
+        self,
+        producer_id: int,
+        producer_epoch: int,
+        commit: bool,
+        coordinator_epoch: int,
+        leader_epoch: int,
+        now_ms: int,
     ) -> AppendResult:
         """Writes a transaction's end marker as the leader (WriteTxnMarkers).
 
@@ -257,7 +263,9 @@ class Log:
         partition's log there) is cut back where it diverges, then the batches from its end on
         are appended to it (at most max_bytes, at least one batch), with this log's HW and log
         start. Returns (future LEO, this LEO). Releases the GIL."""
-    def read_batches(self, fetch_offset: int, max_bytes: int, max_offset: int | None = None) -> tuple[bytes, int] | None:
+    def read_batches(
+        self, fetch_offset: int, max_bytes: int, max_offset: int | None = None
+    ) -> tuple[bytes, int] | None:
         """Whole batches from the one holding fetch_offset, copied, with the exclusive upper offset they cover."""
     def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None: ...
     def max_timestamp(self) -> tuple[int, int]: ...
@@ -296,6 +304,7 @@ def jws_verify(alg: str, a: bytes, b: bytes, signing_input: bytes, signature: by
     """Whether `signature` is JWS algorithm `alg`'s signature of `signing_input` by the key
     (RSA n, e; EC x, y; Ed25519 x, b""): RS/PS 256/384/512, ES256, ES384, EdDSA. ValueError
     for any other algorithm (including "none"). Releases the GIL."""
+
 def validate_batches(records: Buffer) -> list[tuple[int, int, int, int, int]]: ...
 def encode_batch(
     records: list[tuple[bytes | None, bytes | None, int, list[tuple[bytes, bytes | None]]]],
@@ -306,9 +315,11 @@ def encode_batch(
     base_sequence: int = -1,
     transactional: bool = False,
 ) -> bytes: ...
-
 def decode_columns(
-    records: Buffer, start_offset: int, end_offset: int, include_headers: bool = False,
+    records: Buffer,
+    start_offset: int,
+    end_offset: int,
+    include_headers: bool = False,
     aborted: list[tuple[int, int]] | None = None,
 ) -> dict[str, Any]:
     """Decodes the whole record batches in `records` (a Fetch response's records; a partial
@@ -320,7 +331,11 @@ def decode_columns(
     count+1). Raises CorruptRecordError/InvalidRecordError. Releases the GIL."""
 
 def decode_avro_columns(
-    count: int, validity: Buffer, offsets: Buffer, data: Buffer, tree: list[tuple[str, list[int]]],
+    count: int,
+    validity: Buffer,
+    offsets: Buffer,
+    data: Buffer,
+    tree: list[tuple[str, list[int]]],
     programs: list[tuple[int, Any]],
 ) -> dict[str, Any]:
     """Decodes `count` Confluent-framed Avro, JSON or Protobuf values (a binary column: bitmap, i32
@@ -341,8 +356,9 @@ def protocol_decode(cls_id: int, buf: Buffer, pos: int, version: int) -> tuple[A
 def protocol_encode(cls_id: int, obj: Any, version: int) -> bytes:
     """Encodes `obj` (an instance of message class `cls_id`) at `version`."""
 
-def protocol_encode_frame(header_id: int, header: Any, header_version: int, body_id: int, body: Any,
-                          version: int) -> bytes:
+def protocol_encode_frame(
+    header_id: int, header: Any, header_version: int, body_id: int, body: Any, version: int
+) -> bytes:
     """A whole frame: 4-byte size, header, body."""
 
 def protocol_reencode(api_key: int, version: int, request: bool, body: Buffer) -> tuple[bytes, int]:
@@ -356,8 +372,15 @@ class RaftNode:
     """One controller-quorum member (a voter, or with `observer` a learner): raft-rs over a
     durable Raft log in `directory`."""
 
-    def __new__(cls, node_id: int, voters: list[int], directory: str | os.PathLike[str],
-                election_tick: int = 10, heartbeat_tick: int = 2, observer: bool = False) -> RaftNode: ...
+    def __new__(
+        cls,
+        node_id: int,
+        voters: list[int],
+        directory: str | os.PathLike[str],
+        election_tick: int = 10,
+        heartbeat_tick: int = 2,
+        observer: bool = False,
+    ) -> RaftNode: ...
     @property
     def node_id(self) -> int: ...
     def tick(self) -> bool: ...
@@ -372,8 +395,9 @@ class RaftNode:
     def voters(self) -> list[int]: ...
     @property
     def learners(self) -> list[int]: ...
-    def ready(self) -> tuple[list[tuple[int, bytes]], tuple[int, int, bytes] | None,
-                             list[tuple[int, int, bool, bytes, bytes]]]: ...
+    def ready(
+        self,
+    ) -> tuple[list[tuple[int, bytes]], tuple[int, int, bytes] | None, list[tuple[int, int, bool, bytes, bytes]]]: ...
     def compact(self, index: int, data: bytes) -> None: ...
     def progress(self) -> list[tuple[int, int, bool]]: ...
     def stored_snapshot(self) -> tuple[int, int, bytes] | None: ...
@@ -395,9 +419,15 @@ class NetworkServer:
     """The broker's Rust network thread: listeners, connections, frames, responses."""
 
     def __new__(
-        cls, listeners: list[tuple[str, str, int, tuple[bytes, bytes, bytes | None, str] | None, bool]], max_frame: int,
-        queued_max_request_bytes: int, idle_ms: int, fetch_session_slots: int, partitions: PartitionTable,
-        sasl_max_receive: int = 524288, ssl_principal_mapping_rules: str = "DEFAULT",
+        cls,
+        listeners: list[tuple[str, str, int, tuple[bytes, bytes, bytes | None, str] | None, bool]],
+        max_frame: int,
+        queued_max_request_bytes: int,
+        idle_ms: int,
+        fetch_session_slots: int,
+        partitions: PartitionTable,
+        sasl_max_receive: int = 524288,
+        ssl_principal_mapping_rules: str = "DEFAULT",
     ) -> NetworkServer:
         """`listeners`: (name, host, port, tls, sasl) each; `tls`: (certificate chain PEM,
         private key PEM, truststore PEM, ssl.client.auth) for an SSL or SASL_SSL listener;
@@ -411,7 +441,9 @@ class NetworkServer:
     def take_events(
         self,
     ) -> list[
-        tuple[int, bytes | None, str, str | None, int, tuple[str, int, int, list[tuple[str, int]], bool, int] | None, int]
+        tuple[
+            int, bytes | None, str, str | None, int, tuple[str, int, int, list[tuple[str, int]], bool, int] | None, int
+        ]
     ]: ...
     def respond(self, conn: int, chunks: list[Buffer | FileRegion] | None) -> None: ...
     def serve_verified(self, conn: int, frame: bytes, verdicts: list[tuple[str, int, int, str]]) -> None: ...
@@ -454,7 +486,14 @@ class PartitionTable:
     @property
     def client_quotas(self) -> ClientQuotas: ...
     def add(
-        self, topic: str, index: int, node_id: int, log: Log, leader: int, leader_epoch: int, isr: list[int],
+        self,
+        topic: str,
+        index: int,
+        node_id: int,
+        log: Log,
+        leader: int,
+        leader_epoch: int,
+        isr: list[int],
         min_insync_replicas: int,
     ) -> ReplicaPartition: ...
     def set_schema_registry_active(self, active: bool) -> None: ...
@@ -661,7 +700,9 @@ class ReplicaFetcherManager:
         sasl: tuple[str, str, str, str] | None = None,
     ) -> ReplicaFetcherManager: ...
     def set_broker_epoch(self, epoch: int) -> None: ...
-    def follow(self, source: int, host: str, port: int, partitions: list[tuple[ReplicaPartition, bytes, int]]) -> None: ...
+    def follow(
+        self, source: int, host: str, port: int, partitions: list[tuple[ReplicaPartition, bytes, int]]
+    ) -> None: ...
     def unfollow(self, keys: list[tuple[str, int]]) -> None: ...
     def take_events(self) -> list[tuple[int, str]]: ...
     def shutdown(self) -> None: ...

@@ -19,8 +19,15 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
-from logbroker.client import (Admin, BrokerConnection, BrokerResponseError, ClientError, KafkaError, TopicDescription,
-                              TopicPartition)
+from logbroker.client import (
+    Admin,
+    BrokerConnection,
+    BrokerResponseError,
+    ClientError,
+    KafkaError,
+    TopicDescription,
+    TopicPartition,
+)
 from logbroker.common import directory_id
 from logbroker.protocol import REQUESTS, ErrorCode, ProtocolError
 
@@ -42,8 +49,9 @@ def partition_state(leader: int, replicas: list[int], isr: list[int]) -> str:
     return "ok"
 
 
-def log_offsets(admin: Admin, leaders: dict[Key, int], spec: str | int,
-                timeout: float | None = None) -> dict[Key, int | None]:
+def log_offsets(
+    admin: Admin, leaders: dict[Key, int], spec: str | int, timeout: float | None = None
+) -> dict[Key, int | None]:
     """ListOffsets (`spec`: "earliest", "latest" or a timestamp in ms) of each partition, asked
     of each leader separately; None where there is no leader or it did not answer."""
     by_leader: dict[int, list[Key]] = {}
@@ -86,8 +94,14 @@ def leaders_of(found: dict[str, TopicDescription]) -> dict[Key, int]:
     return {(n, p.partition): p.leader for n, d in found.items() for p in d.partitions}
 
 
-def describe_topics(admin: Admin, names: list[str] | None = None, *, configs: bool = False, sizes: bool = False,
-                    timeout: float | None = None) -> list[dict[str, Any]]:
+def describe_topics(
+    admin: Admin,
+    names: list[str] | None = None,
+    *,
+    configs: bool = False,
+    sizes: bool = False,
+    timeout: float | None = None,
+) -> list[dict[str, Any]]:
     """Each topic (all when `names` is None) with its partitions: leader, replicas, ISR,
     earliest and latest offset (None where the leader does not answer), state (see
     `partition_state`), with `sizes` the bytes of the leader's replica (`size_bytes`) and of
@@ -107,9 +121,15 @@ def describe_topics(admin: Admin, names: list[str] | None = None, *, configs: bo
         parts = []
         for p in d.partitions:
             key = (n, p.partition)
-            row: dict[str, Any] = {"partition": p.partition, "leader": p.leader, "replicas": p.replicas, "isr": p.isr,
-                                   "earliest_offset": earliest[key], "latest_offset": latest[key],
-                                   "state": partition_state(p.leader, p.replicas, p.isr)}
+            row: dict[str, Any] = {
+                "partition": p.partition,
+                "leader": p.leader,
+                "replicas": p.replicas,
+                "isr": p.isr,
+                "earliest_offset": earliest[key],
+                "latest_offset": latest[key],
+                "state": partition_state(p.leader, p.replicas, p.isr),
+            }
             if sizes:
                 on = held.get(key, {})
                 row["size_bytes"] = on.get(p.leader, max(on.values()) if on else None)
@@ -136,9 +156,15 @@ def describe_group(admin: Admin, group: str, timeout: float | None = None) -> di
         for tp in m.assignment:
             owner[(tp.topic, tp.partition)] = m.member_id
             assignment.setdefault(tp.topic, []).append(tp.partition)
-        members.append({"member_id": m.member_id, "client_id": m.client_id, "host": m.client_host,
-                        "instance_id": m.group_instance_id,
-                        "assignment": {t: sorted(ps) for t, ps in sorted(assignment.items())}})
+        members.append(
+            {
+                "member_id": m.member_id,
+                "client_id": m.client_id,
+                "host": m.client_host,
+                "instance_id": m.group_instance_id,
+                "assignment": {t: sorted(ps) for t, ps in sorted(assignment.items())},
+            }
+        )
     keys = sorted({(tp.topic, tp.partition) for tp in committed} | set(owner))
     topics = sorted({t for t, _ in keys})
     leaders: dict[Key, int] = {}
@@ -151,11 +177,24 @@ def describe_group(admin: Admin, group: str, timeout: float | None = None) -> di
         got = committed.get(TopicPartition(*key))
         offset = got[0] if got is not None else None
         end = ends.get(key)
-        partitions.append({"topic": key[0], "partition": key[1], "committed_offset": offset, "log_end_offset": end,
-                           "lag": max(0, end - offset) if offset is not None and end is not None else None,
-                           "member": owner.get(key)})
-    return {"group": group, "state": d.state, "protocol_type": d.protocol_type, "protocol": d.protocol,
-            "members": members, "partitions": partitions}
+        partitions.append(
+            {
+                "topic": key[0],
+                "partition": key[1],
+                "committed_offset": offset,
+                "log_end_offset": end,
+                "lag": max(0, end - offset) if offset is not None and end is not None else None,
+                "member": owner.get(key),
+            }
+        )
+    return {
+        "group": group,
+        "state": d.state,
+        "protocol_type": d.protocol_type,
+        "protocol": d.protocol,
+        "members": members,
+        "partitions": partitions,
+    }
 
 
 def _existing(admin: Admin, topics: list[str], timeout: float | None) -> dict[str, TopicDescription]:
@@ -164,8 +203,9 @@ def _existing(admin: Admin, topics: list[str], timeout: float | None) -> dict[st
     return {n: found[n] for n in topics if n in found}
 
 
-def reset_offsets(admin: Admin, group: str, topic: str, to: str, value: int | None = None,
-                  timeout: float | None = None) -> dict[Key, int]:
+def reset_offsets(
+    admin: Admin, group: str, topic: str, to: str, value: int | None = None, timeout: float | None = None
+) -> dict[Key, int]:
     """Sets the committed offsets of `group` on every partition of `topic` to the earliest or
     latest offset, to `value` (an offset), or to the first offset at or after `value` (a
     timestamp in ms; the latest where none is). Refused with GroupNotEmptyError unless the
@@ -182,8 +222,10 @@ def reset_offsets(admin: Admin, group: str, topic: str, to: str, value: int | No
             raise
     else:  # no group yet: the commit creates it
         if d.state not in ("Empty", "Dead"):
-            raise GroupNotEmptyError(f"group {group!r} is {d.state} with {len(d.members)} member(s); stop its "
-                                     "consumers before resetting offsets")
+            raise GroupNotEmptyError(
+                f"group {group!r} is {d.state} with {len(d.members)} member(s); stop its "
+                "consumers before resetting offsets"
+            )
     leaders = leaders_of(admin.describe_topics([topic], timeout=timeout))
     targets: dict[Key, int | None]
     if to == "offset":
@@ -230,14 +272,25 @@ def _brokers(conn: BrokerConnection) -> tuple[str, int, list[dict]]:
         request = REQUESTS[60](include_fenced_brokers=True) if version >= 2 else REQUESTS[60]()
         r = conn.send(request, version=version)
         if r.error_code:
-            raise StatusError(f"DescribeCluster from {conn.bootstrap}: {_error_name(r.error_code)}"
-                              + (f": {r.error_message}" if r.error_message else ""))
-        brokers = [{"node_id": b.broker_id, "host": b.host, "port": b.port, "rack": b.rack,
-                    "fenced": bool(version >= 2 and b.is_fenced)} for b in r.brokers]
+            raise StatusError(
+                f"DescribeCluster from {conn.bootstrap}: {_error_name(r.error_code)}"
+                + (f": {r.error_message}" if r.error_message else "")
+            )
+        brokers = [
+            {
+                "node_id": b.broker_id,
+                "host": b.host,
+                "port": b.port,
+                "rack": b.rack,
+                "fenced": bool(version >= 2 and b.is_fenced),
+            }
+            for b in r.brokers
+        ]
         return r.cluster_id, r.controller_id, brokers
     r = conn.send(REQUESTS[3](topics=[], allow_auto_topic_creation=False))
-    brokers = [{"node_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack, "fenced": False}
-               for b in r.brokers]
+    brokers = [
+        {"node_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack, "fenced": False} for b in r.brokers
+    ]
     return r.cluster_id, r.controller_id, brokers
 
 
@@ -247,15 +300,31 @@ def _problem_partitions(conn: BrokerConnection) -> list[dict]:
     out = []
     for t in sorted(r.topics, key=lambda t: t.name or ""):
         if t.error_code:
-            out.append({"topic": t.name, "partition": None, "leader": None, "replicas": [], "isr": [],
-                        "status": _error_name(t.error_code)})
+            out.append(
+                {
+                    "topic": t.name,
+                    "partition": None,
+                    "leader": None,
+                    "replicas": [],
+                    "isr": [],
+                    "status": _error_name(t.error_code),
+                }
+            )
             continue
         for p in sorted(t.partitions, key=lambda p: p.partition_index):
             status = partition_state(p.leader_id, list(p.replica_nodes), list(p.isr_nodes))
             if status == "ok":
                 continue
-            out.append({"topic": t.name, "partition": p.partition_index, "leader": p.leader_id,
-                        "replicas": list(p.replica_nodes), "isr": list(p.isr_nodes), "status": status})
+            out.append(
+                {
+                    "topic": t.name,
+                    "partition": p.partition_index,
+                    "leader": p.leader_id,
+                    "replicas": list(p.replica_nodes),
+                    "isr": list(p.isr_nodes),
+                    "status": status,
+                }
+            )
     return out
 
 
@@ -270,13 +339,13 @@ def describe_quorum(conn: BrokerConnection) -> dict:
         version = conn.version_for(55)
     except ClientError as e:
         raise StatusError(str(e)) from None
-    request = Request(topics=[Request.TopicData(topic_name=METADATA_TOPIC,
-                                                partitions=[Request.PartitionData(partition_index=0)])])
+    request = Request(
+        topics=[Request.TopicData(topic_name=METADATA_TOPIC, partitions=[Request.PartitionData(partition_index=0)])]
+    )
     try:
         r = conn.send(request, version=version)
     except Exception as e:  # noqa: BLE001 - whatever went wrong, the other tables are still printed
-        raise StatusError(f"DescribeQuorum v{version} to {conn.bootstrap} failed: "
-                          f"{e or type(e).__name__}") from None
+        raise StatusError(f"DescribeQuorum v{version} to {conn.bootstrap} failed: {e or type(e).__name__}") from None
     if r.error_code:
         message = getattr(r, "error_message", None)
         raise StatusError(f"DescribeQuorum: {_error_name(r.error_code)}" + (f": {message}" if message else ""))
@@ -286,8 +355,9 @@ def describe_quorum(conn: BrokerConnection) -> dict:
     p = parts[0]
     if p.error_code:
         message = getattr(p, "error_message", None)
-        raise StatusError(f"DescribeQuorum {METADATA_TOPIC}-0: {_error_name(p.error_code)}"
-                          + (f": {message}" if message else ""))
+        raise StatusError(
+            f"DescribeQuorum {METADATA_TOPIC}-0: {_error_name(p.error_code)}" + (f": {message}" if message else "")
+        )
     now_ms = int(time.time() * 1000)
     leader_end = next((v.log_end_offset for v in p.current_voters if v.replica_id == p.leader_id), None)
 
@@ -300,18 +370,27 @@ def describe_quorum(conn: BrokerConnection) -> dict:
             "log_end_offset": v.log_end_offset,
             "lag": (leader_end - v.log_end_offset) if leader_end is not None and v.log_end_offset >= 0 else None,
             "last_fetch_age_ms": max(0, now_ms - v.last_fetch_timestamp) if v.last_fetch_timestamp >= 0 else None,
-            "last_caught_up_age_ms": (max(0, now_ms - v.last_caught_up_timestamp)
-                                      if v.last_caught_up_timestamp >= 0 else None),
+            "last_caught_up_age_ms": (
+                max(0, now_ms - v.last_caught_up_timestamp) if v.last_caught_up_timestamp >= 0 else None
+            ),
         }
 
-    voters = [replica(v, "leader" if v.replica_id == p.leader_id else "follower")
-              for v in sorted(p.current_voters, key=lambda v: v.replica_id)]
+    voters = [
+        replica(v, "leader" if v.replica_id == p.leader_id else "follower")
+        for v in sorted(p.current_voters, key=lambda v: v.replica_id)
+    ]
     observers = [replica(v, "observer") for v in sorted(p.observers, key=lambda v: v.replica_id)]
-    endpoints = {n.node_id: (n.listeners[0].host, n.listeners[0].port)
-                 for n in getattr(r, "nodes", None) or [] if n.listeners}
-    return {"leader_id": p.leader_id, "leader_epoch": p.leader_epoch, "high_watermark": p.high_watermark,
-            "voters": voters, "observers": observers,
-            "controller_endpoints": {str(k): f"{h}:{port}" for k, (h, port) in sorted(endpoints.items())}}
+    endpoints = {
+        n.node_id: (n.listeners[0].host, n.listeners[0].port) for n in getattr(r, "nodes", None) or [] if n.listeners
+    }
+    return {
+        "leader_id": p.leader_id,
+        "leader_epoch": p.leader_epoch,
+        "high_watermark": p.high_watermark,
+        "voters": voters,
+        "observers": observers,
+        "controller_endpoints": {str(k): f"{h}:{port}" for k, (h, port) in sorted(endpoints.items())},
+    }
 
 
 def collect(bootstrap: str, config: dict[str, str] | None = None) -> dict:
@@ -336,9 +415,15 @@ def collect(bootstrap: str, config: dict[str, str] | None = None) -> dict:
                 quorum, quorum_error = describe_quorum(conn), None
             except StatusError as e:
                 quorum, quorum_error = None, str(e)
-        return {"bootstrap_server": server, "cluster_id": cluster_id, "controller_id": controller_id,
-                "nodes": _nodes(brokers, quorum), "quorum": quorum, "quorum_error": quorum_error,
-                "partitions": partitions}
+        return {
+            "bootstrap_server": server,
+            "cluster_id": cluster_id,
+            "controller_id": controller_id,
+            "nodes": _nodes(brokers, quorum),
+            "quorum": quorum,
+            "quorum_error": quorum_error,
+            "partitions": partitions,
+        }
     raise StatusError(f"cannot reach the cluster at {bootstrap}: " + "; ".join(errors))
 
 
@@ -355,12 +440,24 @@ def _nodes(brokers: list[dict], quorum: dict | None) -> list[dict]:
     nodes = {}
     for b in brokers:
         roles = ["broker", "controller"] if b["node_id"] in voters else ["broker"]
-        nodes[b["node_id"]] = {"node_id": b["node_id"], "host": b["host"], "port": b["port"], "rack": b["rack"],
-                               "roles": roles, "state": "fenced" if b["fenced"] else "unfenced"}
+        nodes[b["node_id"]] = {
+            "node_id": b["node_id"],
+            "host": b["host"],
+            "port": b["port"],
+            "rack": b["rack"],
+            "roles": roles,
+            "state": "fenced" if b["fenced"] else "unfenced",
+        }
     for v in sorted(voters - set(nodes)):
         host, _, port = endpoints.get(str(v), ":").rpartition(":")
-        nodes[v] = {"node_id": v, "host": host or None, "port": int(port) if port else None, "rack": None,
-                    "roles": ["controller"], "state": None}
+        nodes[v] = {
+            "node_id": v,
+            "host": host or None,
+            "port": int(port) if port else None,
+            "rack": None,
+            "roles": ["controller"],
+            "state": None,
+        }
     return [nodes[k] for k in sorted(nodes)]
 
 

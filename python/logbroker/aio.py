@@ -36,10 +36,10 @@ import anyio
 import anyio.abc
 
 from logbroker import _core
-from logbroker.client.admin import new_topics, offset_specs
 from logbroker.client import config as _config
-from logbroker.client.async_driver import AsyncDriver, LoopShare, soon_in_loop, wait_pending
+from logbroker.client.admin import new_topics, offset_specs
 from logbroker.client.admin_core import AdminCore, ClusterInfo, GroupDescription, NewTopic, TopicDescription
+from logbroker.client.async_driver import AsyncDriver, LoopShare, soon_in_loop, wait_pending
 from logbroker.client.consumer import ConsumerBase, OffsetSpec, RebalanceCallback, as_offsets, as_tps
 from logbroker.client.errors import ClientClosedError, KafkaError, KafkaTimeoutError
 from logbroker.client.fetcher import EARLIEST, LATEST
@@ -55,7 +55,6 @@ T = TypeVar("T")
 
 # The async Consumer's default max.partition.fetch.bytes (the sync one's is 8 MiB).
 ASYNC_MAX_PARTITION_FETCH_BYTES = 1 << 20
-
 
 
 class _AioClient:
@@ -127,9 +126,15 @@ class Producer(ProducerBase, _AioClient):
         self._init_driver()
         self._timeout = self.config["request.timeout.ms"] / 1000
 
-    async def enqueue(self, topic: str, value: bytes | str | None = None, key: bytes | str | None = None,
-                      partition: int | None = None, headers: Headers = None,
-                      timestamp: int | None = None) -> _core.RecordFuture:
+    async def enqueue(
+        self,
+        topic: str,
+        value: bytes | str | None = None,
+        key: bytes | str | None = None,
+        partition: int | None = None,
+        headers: Headers = None,
+        timestamp: int | None = None,
+    ) -> _core.RecordFuture:
         """Queues a record (waiting for metadata or buffer room, up to max.block.ms); returns its future."""
         self._check()
         await self._share.checkpoint()
@@ -150,11 +155,20 @@ class Producer(ProducerBase, _AioClient):
                 if fut is not None:
                     return fut
         assert scope.cancelled_caught
-        raise KafkaTimeoutError(f"send to {topic!r}: no {self._why_blocked(topic)} within max.block.ms={max_block * 1000:.0f}")
+        raise KafkaTimeoutError(
+            f"send to {topic!r}: no {self._why_blocked(topic)} within max.block.ms={max_block * 1000:.0f}"
+        )
 
-    async def send(self, topic: str, value: bytes | str | None = None, key: bytes | str | None = None,
-                   partition: int | None = None, headers: Headers = None, timestamp: int | None = None,
-                   timeout: float | None = None) -> _core.RecordMetadata:
+    async def send(
+        self,
+        topic: str,
+        value: bytes | str | None = None,
+        key: bytes | str | None = None,
+        partition: int | None = None,
+        headers: Headers = None,
+        timestamp: int | None = None,
+        timeout: float | None = None,
+    ) -> _core.RecordMetadata:
         """Sends one record and waits for its acknowledgement (delivery.timeout.ms by default)."""
         fut = await self.enqueue(topic, value, key, partition, headers, timestamp)
         return await delivered(fut, self.config["delivery.timeout.ms"] / 1000 if timeout is None else timeout)
@@ -193,8 +207,11 @@ class Producer(ProducerBase, _AioClient):
         id or a Consumer in its group."""
         txn, t = self._txn(), self._t(timeout)
         offs, gid, gen, member, inst = self._offsets_and_group(offsets, group)
-        await self._call(lambda: txn.send_offsets(offs, gid, gen, member, inst, t),
-                         f"send_offsets_to_transaction(group {gid!r})", t + 1)
+        await self._call(
+            lambda: txn.send_offsets(offs, gid, gen, member, inst, t),
+            f"send_offsets_to_transaction(group {gid!r})",
+            t + 1,
+        )
 
     async def commit_transaction(self, timeout: float | None = None) -> None:
         """Flushes the transaction's records and commits it."""
@@ -235,8 +252,9 @@ class Consumer(ConsumerBase, _AioClient):
     """The async consumer: `await poll()` or `async for record in consumer`. Rebalance
     callbacks may be plain functions or coroutine functions."""
 
-    def __init__(self, bootstrap_servers: str | list[str] = "127.0.0.1:9092", group_id: str | None = None,
-                 **config: Any) -> None:
+    def __init__(
+        self, bootstrap_servers: str | list[str] = "127.0.0.1:9092", group_id: str | None = None, **config: Any
+    ) -> None:
         if not {"max.partition.fetch.bytes", "max_partition_fetch_bytes"} & config.keys():
             # A fetch is decoded in the loop's thread in one Rust call (about 1 ms per MiB):
             # Kafka's 1 MiB keeps that under the loop-stall goal, where the sync API's 8 MiB
@@ -252,8 +270,12 @@ class Consumer(ConsumerBase, _AioClient):
     def _notify(self) -> None:
         self._data.set()
 
-    async def subscribe(self, topics: Iterable[str] | str | re.Pattern[str], on_assign: RebalanceCallback | None = None,
-                        on_revoke: RebalanceCallback | None = None) -> None:
+    async def subscribe(
+        self,
+        topics: Iterable[str] | str | re.Pattern[str],
+        on_assign: RebalanceCallback | None = None,
+        on_revoke: RebalanceCallback | None = None,
+    ) -> None:
         """Joins the group's subscription to `topics` (names or a regex); rebalance callbacks may be
         coroutine functions."""
         names, pattern = self._check_subscribe(topics)
@@ -365,15 +387,20 @@ class Consumer(ConsumerBase, _AioClient):
             return st.position
         raise KafkaTimeoutError(f"position of {tp.topic}-{tp.partition} not known within {t}s")
 
-    async def committed(self, partitions: Iterable[TopicPartition | tuple[str, int]],
-                        timeout: float | None = None) -> dict[TopicPartition, int | None]:
+    async def committed(
+        self, partitions: Iterable[TopicPartition | tuple[str, int]], timeout: float | None = None
+    ) -> dict[TopicPartition, int | None]:
         """The group's committed offset of each partition (None where nothing is committed)."""
         tps = as_tps(partitions)
         got = await self._ask(lambda: self._core.fetch_committed(tps), "committed", timeout)
         return {tp: (got[tp][0] if tp in got and got[tp][0] >= 0 else None) for tp in tps}
 
-    async def commit(self, offsets: dict[Any, OffsetSpec] | None = None, asynchronous: bool = False,
-                     callback: Callable[[BaseException | None], object] | None = None) -> None:
+    async def commit(
+        self,
+        offsets: dict[Any, OffsetSpec] | None = None,
+        asynchronous: bool = False,
+        callback: Callable[[BaseException | None], object] | None = None,
+    ) -> None:
         """Commits (default: current positions); with `asynchronous=True` returns at once and
         calls `callback(error_or_None)` from the loop."""
         self._check()
@@ -421,8 +448,9 @@ class ShareConsumer(ShareConsumerBase, _AioClient):
     Acknowledgement callbacks may be plain functions or coroutine functions; they run
     inside poll(), commit_sync() and aclose()."""
 
-    def __init__(self, bootstrap_servers: str | list[str] = "127.0.0.1:9092", group_id: str | None = None,
-                 **config: Any) -> None:
+    def __init__(
+        self, bootstrap_servers: str | list[str] = "127.0.0.1:9092", group_id: str | None = None, **config: Any
+    ) -> None:
         ShareConsumerBase.__init__(self, bootstrap_servers, group_id, config)
         self._init_driver()
         self._data = anyio.Event()
@@ -565,8 +593,9 @@ class Admin(_AioClient):
     def _ms(self, timeout: float | None) -> int:
         return int((self._timeout if timeout is None else timeout) * 1000)
 
-    async def create_topics(self, topics: Iterable[NewTopic | str], timeout: float | None = None,
-                            validate_only: bool = False) -> None:
+    async def create_topics(
+        self, topics: Iterable[NewTopic | str], timeout: float | None = None, validate_only: bool = False
+    ) -> None:
         """Creates topics (names get the broker's default partition count and replication factor);
         raises on any topic's error."""
         ts = new_topics(topics)
@@ -584,8 +613,9 @@ class Admin(_AioClient):
         assert isinstance(self._core, AdminCore)
         return self._core
 
-    async def describe_topics(self, names: Iterable[str] | None = None,
-                              timeout: float | None = None) -> dict[str, TopicDescription]:
+    async def describe_topics(
+        self, names: Iterable[str] | None = None, timeout: float | None = None
+    ) -> dict[str, TopicDescription]:
         """Partitions, leaders, replicas and ISR of the named topics (all topics when None), by name."""
         ns = None if names is None else list(names)
         return await self._ask(lambda: self._admin.describe_topics(ns), "describe_topics", timeout)
@@ -594,20 +624,29 @@ class Admin(_AioClient):
         """The names of all topics, sorted."""
         return sorted(await self.describe_topics(None, timeout))
 
-    async def create_partitions(self, counts: dict[str, int], timeout: float | None = None,
-                                validate_only: bool = False) -> None:
+    async def create_partitions(
+        self, counts: dict[str, int], timeout: float | None = None, validate_only: bool = False
+    ) -> None:
         """Grows each topic to the given total partition count."""
-        await self._call(lambda: self._admin.create_partitions(dict(counts), self._ms(timeout), validate_only),
-                         "create_partitions", timeout)
+        await self._call(
+            lambda: self._admin.create_partitions(dict(counts), self._ms(timeout), validate_only),
+            "create_partitions",
+            timeout,
+        )
 
-    async def describe_configs(self, resources: Iterable[tuple[str, str]],
-                               timeout: float | None = None) -> dict[tuple[str, str], dict[str, str | None]]:
+    async def describe_configs(
+        self, resources: Iterable[tuple[str, str]], timeout: float | None = None
+    ) -> dict[tuple[str, str], dict[str, str | None]]:
         """The configs of each (resource type, name): ("topic", name) or ("broker", id)."""
         rs = list(resources)
         return await self._ask(lambda: self._admin.describe_configs(rs), "describe_configs", timeout)
 
-    async def alter_configs(self, changes: dict[tuple[str, str], dict[str, str | None]], timeout: float | None = None,
-                            validate_only: bool = False) -> None:
+    async def alter_configs(
+        self,
+        changes: dict[tuple[str, str], dict[str, str | None]],
+        timeout: float | None = None,
+        validate_only: bool = False,
+    ) -> None:
         """Incremental: sets each key, or deletes it (back to the default) when the value is None."""
         await self._call(lambda: self._admin.alter_configs(changes, validate_only), "alter_configs", timeout)
 
@@ -615,7 +654,9 @@ class Admin(_AioClient):
         """(group id, protocol type, state) of every group."""
         return await self._ask(self._admin.list_groups, "list_groups", timeout)
 
-    async def describe_groups(self, group_ids: Iterable[str], timeout: float | None = None) -> dict[str, GroupDescription]:
+    async def describe_groups(
+        self, group_ids: Iterable[str], timeout: float | None = None
+    ) -> dict[str, GroupDescription]:
         """State, protocol and members of each named group, by group id."""
         gs = list(group_ids)
         return await self._ask(lambda: self._admin.describe_groups(gs), "describe_groups", timeout)
@@ -625,8 +666,9 @@ class Admin(_AioClient):
         gs = list(group_ids)
         await self._call(lambda: self._admin.delete_groups(gs), "delete_groups", timeout)
 
-    async def list_offsets(self, specs: dict[Any, str | int],
-                           timeout: float | None = None) -> dict[TopicPartition, tuple[int, int]]:
+    async def list_offsets(
+        self, specs: dict[Any, str | int], timeout: float | None = None
+    ) -> dict[TopicPartition, tuple[int, int]]:
         """Each partition's offset for its spec ("earliest", "latest" or a timestamp in ms): (offset,
         timestamp)."""
         s = offset_specs(specs)

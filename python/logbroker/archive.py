@@ -35,15 +35,21 @@ import dataclasses
 import importlib.util
 import re
 import uuid
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from logbroker import _core
 from logbroker.arrow_records import DecodeStalled, kafka_arrow_schema, log_batches
 
 FILE_RE = re.compile(r"^(\d{20})-(\d{20})-([A-Za-z0-9_-]{22})\.parquet$")
 # The keys that configure a store (broker keys, also accepted as Spark source options).
-STORE_KEYS = ("archive.location", "archive.s3.endpoint", "archive.s3.region",
-              "archive.s3.access.key.id", "archive.s3.secret.access.key")
+STORE_KEYS = (
+    "archive.location",
+    "archive.s3.endpoint",
+    "archive.s3.region",
+    "archive.s3.access.key.id",
+    "archive.s3.secret.access.key",
+)
 
 
 class ArchiveError(Exception):
@@ -79,8 +85,15 @@ class ArchivedFile:
 class ArchiveStore:
     """A directory or an S3 bucket prefix holding the layout above, through pyarrow.fs."""
 
-    def __init__(self, location: str, *, s3_endpoint: str = "", s3_region: str = "us-east-1",
-                 s3_access_key_id: str = "", s3_secret_access_key: str = "") -> None:
+    def __init__(
+        self,
+        location: str,
+        *,
+        s3_endpoint: str = "",
+        s3_region: str = "us-east-1",
+        s3_access_key_id: str = "",
+        s3_secret_access_key: str = "",
+    ) -> None:
         require_pyarrow()
         from pyarrow import fs
 
@@ -97,7 +110,7 @@ class ArchiveStore:
             if s3_access_key_id or s3_secret_access_key:
                 kwargs.update(access_key=s3_access_key_id, secret_key=s3_secret_access_key)
             self.fs = fs.S3FileSystem(**kwargs)
-            self.root = location[len("s3://"):].rstrip("/")
+            self.root = location[len("s3://") :].rstrip("/")
             self.atomic_rename = False
         else:
             self.fs = fs.LocalFileSystem()
@@ -108,10 +121,13 @@ class ArchiveStore:
     def from_keys(cls, keys: dict[str, Any]) -> ArchiveStore:
         """From the broker keys (or Spark options) named in STORE_KEYS."""
         get = lambda k, d="": str(keys.get(k) or d)  # noqa: E731
-        return cls(get("archive.location"), s3_endpoint=get("archive.s3.endpoint"),
-                   s3_region=get("archive.s3.region", "us-east-1"),
-                   s3_access_key_id=get("archive.s3.access.key.id"),
-                   s3_secret_access_key=get("archive.s3.secret.access.key"))
+        return cls(
+            get("archive.location"),
+            s3_endpoint=get("archive.s3.endpoint"),
+            s3_region=get("archive.s3.region", "us-east-1"),
+            s3_access_key_id=get("archive.s3.access.key.id"),
+            s3_secret_access_key=get("archive.s3.secret.access.key"),
+        )
 
     def __repr__(self) -> str:
         return f"ArchiveStore({self.location})"
@@ -141,8 +157,18 @@ class ArchiveStore:
             part = info.path.rstrip("/").split("/")[-2]
             if not part.isdigit() or (topic_id is not None and m.group(3) != topic_id):
                 continue
-            out.append(ArchivedFile(topic, int(part), int(m.group(1)), int(m.group(2)), m.group(3), info.path,
-                                    info.size or 0, info.mtime_ns or 0))
+            out.append(
+                ArchivedFile(
+                    topic,
+                    int(part),
+                    int(m.group(1)),
+                    int(m.group(2)),
+                    m.group(3),
+                    info.path,
+                    info.size or 0,
+                    info.mtime_ns or 0,
+                )
+            )
         out.sort(key=lambda f: (f.partition, f.first_offset, f.mtime_ns))
         return out
 
@@ -182,14 +208,17 @@ class ArchiveStore:
                 for batch in pq.ParquetFile(src).iter_batches():
                     if start is not None or end is not None:
                         offsets = batch.column("offset")
-                        mask = pc.and_(pc.greater_equal(offsets, start if start is not None else -1),
-                                       pc.less(offsets, end if end is not None else 2**63 - 1))
+                        mask = pc.and_(
+                            pc.greater_equal(offsets, start if start is not None else -1),
+                            pc.less(offsets, end if end is not None else 2**63 - 1),
+                        )
                         batch = batch.filter(mask)
                     if batch.num_rows:
                         yield batch
         except OSError as e:
-            raise ArchiveError(f"reading {f.topic}-{f.partition} offsets {f.first_offset}..{f.last_offset} "
-                               f"from {f.path}: {e}") from None
+            raise ArchiveError(
+                f"reading {f.topic}-{f.partition} offsets {f.first_offset}..{f.last_offset} from {f.path}: {e}"
+            ) from None
 
     def read_range(self, topic: str, partition: int, start: int, end: int, topic_id: str) -> Iterator:
         """Rows of one partition of one incarnation with offsets in [start, end), in offset

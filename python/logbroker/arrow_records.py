@@ -10,7 +10,7 @@ and with headers: headers array<struct<key: string, value: binary>>.
 
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 READ_BYTES = 8 << 20  # bytes of log decoded per Arrow record batch (one Parquet row group)
 
@@ -34,7 +34,9 @@ def kafka_arrow_schema(include_headers: bool):
         pa.field("timestampType", pa.int32()),
     ]
     if include_headers:
-        fields.append(pa.field("headers", pa.list_(pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())]))))
+        fields.append(
+            pa.field("headers", pa.list_(pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())])))
+        )
     return pa.schema(fields)
 
 
@@ -48,8 +50,12 @@ def arrow_batch(columns: dict, topic: str, partition: int, arrow_schema, include
         nulls = columns[f"{name}_nulls"]
         validity = pa.py_buffer(columns[f"{name}_validity"]) if nulls else None
         length = len(columns[f"{name}_offsets"]) // 4 - 1
-        return pa.Array.from_buffers(typ, length, [validity, pa.py_buffer(columns[f"{name}_offsets"]),
-                                                   pa.py_buffer(columns[f"{name}_data"])], null_count=nulls)
+        return pa.Array.from_buffers(
+            typ,
+            length,
+            [validity, pa.py_buffer(columns[f"{name}_offsets"]), pa.py_buffer(columns[f"{name}_data"])],
+            null_count=nulls,
+        )
 
     arrays = [
         binary("key", pa.binary()),
@@ -66,13 +72,20 @@ def arrow_batch(columns: dict, topic: str, partition: int, arrow_schema, include
         struct_type = list_type.value_type
         keys = binary("header_key", struct_type.field("key").type)
         values = binary("header_value", struct_type.field("value").type)
-        structs = pa.StructArray.from_arrays([keys, values], fields=[struct_type.field("key"), struct_type.field("value")])
-        arrays.append(pa.Array.from_buffers(list_type, n, [None, pa.py_buffer(columns["header_list_offsets"])],
-                                            children=[structs]))
+        structs = pa.StructArray.from_arrays(
+            [keys, values], fields=[struct_type.field("key"), struct_type.field("value")]
+        )
+        arrays.append(
+            pa.Array.from_buffers(
+                list_type, n, [None, pa.py_buffer(columns["header_list_offsets"])], children=[structs]
+            )
+        )
     return pa.RecordBatch.from_arrays(arrays, schema=arrow_schema)
 
 
-def log_batches(log, first: int, end: int, arrow_schema, *, max_bytes: int | None = None) -> Iterator[tuple[int, object]]:
+def log_batches(
+    log, first: int, end: int, arrow_schema, *, max_bytes: int | None = None
+) -> Iterator[tuple[int, object]]:
     """Read the local log `log` (a `_core.Log`) over offsets [first, end) as a
     read_committed consumer sees them (no control records, none of aborted transactions):
     yields `(next_offset, batch)` per `READ_BYTES` of log, `batch` a pyarrow.RecordBatch of

@@ -37,7 +37,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import Callable
+from collections.abc import Callable
 from pathlib import Path
 
 __all__ = ["Cluster", "ClusterNode"]
@@ -95,13 +95,21 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-
 class ClusterNode:
     """One `logbroker serve` process of a `Cluster`."""
 
-    def __init__(self, node_id: int, port: int, controller_port: int | None, data_dir: Path, args: list[str],
-                 bound_port: int | None = None, metrics_port: int | None = None,
-                 console_port: int | None = None, registry_port: int | None = None) -> None:
+    def __init__(
+        self,
+        node_id: int,
+        port: int,
+        controller_port: int | None,
+        data_dir: Path,
+        args: list[str],
+        bound_port: int | None = None,
+        metrics_port: int | None = None,
+        console_port: int | None = None,
+        registry_port: int | None = None,
+    ) -> None:
         self.node_id = node_id
         self.registry_port = registry_port
         self.metrics_port = metrics_port
@@ -161,8 +169,12 @@ class ClusterNode:
         self.data_dir.parent.mkdir(parents=True, exist_ok=True)
         log = open(self.log_path, "ab")
         try:
-            self.proc = subprocess.Popen([sys.executable, "-m", "logbroker", "serve", *self._args],
-                                         stdout=subprocess.PIPE, stderr=log, stdin=subprocess.DEVNULL)
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "logbroker", "serve", *self._args],
+                stdout=subprocess.PIPE,
+                stderr=log,
+                stdin=subprocess.DEVNULL,
+            )
         finally:
             log.close()
         self._ready_line = ""
@@ -202,10 +214,12 @@ class ClusterNode:
         else:
             why = f"printed no ready line within {timeout:.0f} s"
         self.kill()
-        raise RuntimeError(f"node {self.node_id} (port {self.port}, controller port {self.controller_port}, "
-                           f"data dir {self.data_dir}) did not start: {why}"
-                           + (f", stdout {line!r}" if line else "")
-                           + f"; log {self.log_path}:\n{self.log_text()[-3000:]}")
+        raise RuntimeError(
+            f"node {self.node_id} (port {self.port}, controller port {self.controller_port}, "
+            f"data dir {self.data_dir}) did not start: {why}"
+            + (f", stdout {line!r}" if line else "")
+            + f"; log {self.log_path}:\n{self.log_text()[-3000:]}"
+        )
 
     def stop(self, timeout: float = 30.0) -> int | None:
         """SIGTERM: a controlled shutdown (leaderships move first); returns the exit code."""
@@ -246,11 +260,24 @@ class ClusterNode:
 class Cluster:
     """N combined broker+controller nodes and `broker_only` broker-only nodes (see the module doc)."""
 
-    def __init__(self, n: int = 3, *, data_dir: str | Path | None = None, config: dict[str, object] | None = None,
-                 racks: list[str] | None = None, log_level: str = "INFO", log_format: str = "text", broker_only: int = 0,
-                 front: Callable[[int, str, int], int] | None = None, metrics: bool = False,
-                 console: bool = False, listeners: list[str] | None = None, controller_only: bool = False,
-                 log_dirs: int = 1, schema_registry: bool = False) -> None:
+    def __init__(
+        self,
+        n: int = 3,
+        *,
+        data_dir: str | Path | None = None,
+        config: dict[str, object] | None = None,
+        racks: list[str] | None = None,
+        log_level: str = "INFO",
+        log_format: str = "text",
+        broker_only: int = 0,
+        front: Callable[[int, str, int], int] | None = None,
+        metrics: bool = False,
+        console: bool = False,
+        listeners: list[str] | None = None,
+        controller_only: bool = False,
+        log_dirs: int = 1,
+        schema_registry: bool = False,
+    ) -> None:
         """`listeners`: names of client listeners beside PLAINTEXT (the inter-broker one),
         each on a free port per node; their security protocols come from `config`'s
         listener.security.protocol.map; `bootstrap(name)` gives their addresses.
@@ -271,8 +298,10 @@ class Cluster:
         def advertised(i: int, kind: str, port: int) -> int:
             return port if front is None else front(i, kind, port)
 
-        adv = {i: (advertised(i, "client", p), advertised(i, "controller", c) if i <= n else None)
-               for i, (p, c) in ports.items()}
+        adv = {
+            i: (advertised(i, "client", p), advertised(i, "controller", c) if i <= n else None)
+            for i, (p, c) in ports.items()
+        }
         voters = ",".join(f"{i}@127.0.0.1:{adv[i][1]}" for i in range(1, n + 1))
         sets = [f"{k}={str(v).lower() if isinstance(v, bool) else v}" for k, v in (config or {}).items()]
         self._root, self._sets, self._log_args = root, sets, ["--log-level", log_level, "--log-format", log_format]
@@ -280,8 +309,18 @@ class Cluster:
         for i, (p, c) in ports.items():
             voter = i <= n
             dirs = [root / f"node{i}"] + [root / f"node{i}-{k}" for k in range(2, log_dirs + 1)]
-            args = ["--node-id", str(i), "--data-dir", ",".join(map(str, dirs)), "--voters", voters,
-                    "--log-level", log_level, "--log-format", log_format]
+            args = [
+                "--node-id",
+                str(i),
+                "--data-dir",
+                ",".join(map(str, dirs)),
+                "--voters",
+                voters,
+                "--log-level",
+                log_level,
+                "--log-format",
+                log_format,
+            ]
             extra = {name.upper(): free_port() for name in listeners or []}
             more = "".join(f",{name}://127.0.0.1:{port}" for name, port in extra.items())
             if voter and controller_only:
@@ -292,7 +331,8 @@ class Cluster:
                 args += ["--roles", "broker", "--listen", f"PLAINTEXT://127.0.0.1:{p}{more}"]
             if front is not None:
                 a = (f"PLAINTEXT://127.0.0.1:{adv[i][0]}," if not (voter and controller_only) else "") + (
-                    f"CONTROLLER://127.0.0.1:{adv[i][1]}" if voter else "")
+                    f"CONTROLLER://127.0.0.1:{adv[i][1]}" if voter else ""
+                )
                 a = a.rstrip(",")
                 args += ["--set", f"advertised.listeners={a}"]
             for kv in sets + ([f"broker.rack={racks[i - 1]}"] if racks else []):
@@ -307,9 +347,19 @@ class Cluster:
             registry_port = free_port() if schema_registry and broker else None
             if registry_port is not None:
                 args += ["--set", f"schema.registry.listen=127.0.0.1:{registry_port}"]
-            self.nodes.append(ClusterNode(i, adv[i][0] if broker else 0, adv[i][1], root / f"node{i}", args,
-                                          bound_port=p if broker else 0, metrics_port=metrics_port,
-                                          console_port=console_port, registry_port=registry_port))
+            self.nodes.append(
+                ClusterNode(
+                    i,
+                    adv[i][0] if broker else 0,
+                    adv[i][1],
+                    root / f"node{i}",
+                    args,
+                    bound_port=p if broker else 0,
+                    metrics_port=metrics_port,
+                    console_port=console_port,
+                    registry_port=registry_port,
+                )
+            )
             self.nodes[-1].listener_ports = extra
             self.nodes[-1].log_dirs = dirs
 
@@ -322,13 +372,28 @@ class Cluster:
         if any(n.node_id == node_id for n in self.nodes):
             raise ValueError(f"node {node_id} is already in this cluster")
         first = next(n for n in self.nodes if n.controller_port)
-        meta = dict(line.split("=", 1) for line in (first.data_dir / "meta.properties").read_text().splitlines()
-                    if "=" in line and not line.startswith("#"))
+        meta = dict(
+            line.split("=", 1)
+            for line in (first.data_dir / "meta.properties").read_text().splitlines()
+            if "=" in line and not line.startswith("#")
+        )
         bootstrap = ",".join(f"127.0.0.1:{n.controller_port}" for n in self.nodes if n.controller_port)
         c = free_port()
-        args = ["--node-id", str(node_id), "--data-dir", str(self._root / f"node{node_id}"), *self._log_args,
-                "--roles", "controller", "--listen", f"CONTROLLER://127.0.0.1:{c}",
-                "--set", f"controller.quorum.bootstrap.servers={bootstrap}", "--set", f"cluster.id={meta['cluster.id']}"]
+        args = [
+            "--node-id",
+            str(node_id),
+            "--data-dir",
+            str(self._root / f"node{node_id}"),
+            *self._log_args,
+            "--roles",
+            "controller",
+            "--listen",
+            f"CONTROLLER://127.0.0.1:{c}",
+            "--set",
+            f"controller.quorum.bootstrap.servers={bootstrap}",
+            "--set",
+            f"cluster.id={meta['cluster.id']}",
+        ]
         for kv in self._sets:
             args += ["--set", kv]
         node = ClusterNode(node_id, 0, c, self._root / f"node{node_id}", args, bound_port=0)
@@ -369,9 +434,11 @@ class Cluster:
             self.wait_ready(timeout)
             for n in self.nodes:  # wait_ready looks at running nodes only
                 if not n.is_running:
-                    raise RuntimeError(f"node {n.node_id} (port {n.port}) exited with code "
-                                       f"{n.proc.poll() if n.proc else None} while the cluster started; "
-                                       f"log {n.log_path}:\n{n.log_text()[-3000:]}")
+                    raise RuntimeError(
+                        f"node {n.node_id} (port {n.port}) exited with code "
+                        f"{n.proc.poll() if n.proc else None} while the cluster started; "
+                        f"log {n.log_path}:\n{n.log_text()[-3000:]}"
+                    )
         except BaseException:
             for n in self.nodes:
                 n.kill()

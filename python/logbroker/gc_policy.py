@@ -33,7 +33,7 @@ from __future__ import annotations
 import gc
 import logging
 import time
-from typing import Callable
+from collections.abc import Callable
 
 import trio
 
@@ -88,8 +88,14 @@ class GcPolicy:
         found = gc.collect()
         self._last_freeze = self._first_freeze = None
         self.thaws += 1
-        log.info("heap thawed after %d freeze(s): %d object(s) had been frozen, a full collection found %d "
-                 "unreachable in %.0f ms", self.freezes, frozen, found, (time.perf_counter() - started) * 1000)
+        log.info(
+            "heap thawed after %d freeze(s): %d object(s) had been frozen, a full collection found %d "
+            "unreachable in %.0f ms",
+            self.freezes,
+            frozen,
+            found,
+            (time.perf_counter() - started) * 1000,
+        )
         self.freezes = 0
         return found
 

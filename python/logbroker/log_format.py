@@ -56,13 +56,18 @@ def fields(**values: object) -> dict[str, object]:
 _NAME = r"(?P<topic>[a-zA-Z0-9._-]+)-(?P<partition>\d+)"
 # The replica fetchers (rust/src/server/replica_fetcher.rs): "orders-3: leader 2 answered error 6
 # at fetch offset 120 ...", "fetching 4 partition(s) from broker 2 at host:9092 failed: ...".
-FETCHER_LINES = (re.compile(f"^{_NAME}: "), re.compile(r"\b(?:leader|broker) (?P<peer>\d+)\b"),
-                 re.compile(r"\b(?:fetch|at) offset (?P<offset>\d+)\b"))
+FETCHER_LINES = (
+    re.compile(f"^{_NAME}: "),
+    re.compile(r"\b(?:leader|broker) (?P<peer>\d+)\b"),
+    re.compile(r"\b(?:fetch|at) offset (?P<offset>\d+)\b"),
+)
 # The network thread (rust/src/server/produce.rs, fetch.rs): "produce to orders-3 from
 # 10.0.0.5:51234 rejected (...): ...", "fetch from 10.0.0.5:51234: fetch offset 9 of orders-3 is
 # outside [...]".
-DATAPATH_LINES = (re.compile(f"^produce to {_NAME} from (?P<peer>\\S+) rejected "),
-                  re.compile(f"^fetch from (?P<peer>\\S+): fetch offset (?P<offset>\\d+) of {_NAME} is outside "))
+DATAPATH_LINES = (
+    re.compile(f"^produce to {_NAME} from (?P<peer>\\S+) rejected "),
+    re.compile(f"^fetch from (?P<peer>\\S+): fetch offset (?P<offset>\\d+) of {_NAME} is outside "),
+)
 
 
 def parse_fields(message: str, patterns: tuple[re.Pattern[str], ...]) -> dict[str, object]:

@@ -18,7 +18,7 @@ as a broker), stopped and removed after the test:
 
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 import pytest
 

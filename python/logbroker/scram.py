@@ -96,7 +96,7 @@ def unescape_username(name: str) -> str:
     out, i = [], 0
     while i < len(name):
         if name[i] == "=":
-            code = name[i:i + 3]
+            code = name[i : i + 3]
             if code == "=2C":
                 out.append(",")
             elif code == "=3D":

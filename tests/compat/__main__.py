@@ -14,13 +14,16 @@ import importlib
 import sys
 import tempfile
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from tests.compat import results
 from tests.compat.brokers import BROKERS, started
 
-SUITES = {"librdkafka": "tests.compat.librdkafka", "franz-go": "tests.compat.franz_go",
-          "kafka-tools": "tests.compat.kafka_tools"}
+SUITES = {
+    "librdkafka": "tests.compat.librdkafka",
+    "franz-go": "tests.compat.franz_go",
+    "kafka-tools": "tests.compat.kafka_tools",
+}
 
 
 def suite_module(name: str):
@@ -38,16 +41,28 @@ def run_suite(name: str, brokers: list[str], short: bool) -> dict[str, list[resu
             label = broker if nodes == 1 else f"{broker}-{nodes}nodes"
             print(f"== {name}: against {label}", flush=True)
             t0 = time.monotonic()
-            started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
-            with tempfile.TemporaryDirectory(prefix=f"compat-{name}-") as work, \
-                    started(broker, nodes, mod.broker_settings(nodes), data_root=work,
-                            log_dirs=getattr(mod, "LOG_DIRS", 1)) as target:
+            started_at = datetime.now(UTC).isoformat(timespec="seconds")
+            with (
+                tempfile.TemporaryDirectory(prefix=f"compat-{name}-") as work,
+                started(
+                    broker, nodes, mod.broker_settings(nodes), data_root=work, log_dirs=getattr(mod, "LOG_DIRS", 1)
+                ) as target,
+            ):
                 outcomes = mod.run(target, short, work)
                 version = target.version
             passed = sum(o.status == "pass" for o in outcomes)
             print(f"== {name} on {label}: {passed}/{len(outcomes)} passed", flush=True)
-            results.write(name, label, mode, outcomes, broker_version=version, nodes=nodes,
-                          suite_version=suite_version, started=started_at, seconds=time.monotonic() - t0)
+            results.write(
+                name,
+                label,
+                mode,
+                outcomes,
+                broker_version=version,
+                nodes=nodes,
+                suite_version=suite_version,
+                started=started_at,
+                seconds=time.monotonic() - t0,
+            )
             out[label] = outcomes
     return out
 
@@ -81,6 +96,7 @@ def main(argv: list[str] | None = None) -> int:
         bad += verdict(name, run_suite(name, brokers, args.short))
     if args.report:
         from tests.compat import report
+
         print(f"== wrote {report.write()}")
     for line in bad:
         print(f"DIFFERENCE WITHOUT A REASON: {line}", file=sys.stderr)

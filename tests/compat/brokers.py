@@ -20,6 +20,7 @@ BROKERS = ("logbroker", "kafka")
 @dataclass
 class Target:
     """What a suite needs to reach a running broker (or cluster)."""
+
     broker: str  # "logbroker" | "kafka"
     bootstrap: str  # host:port[,host:port...]
     nodes: int
@@ -37,23 +38,27 @@ def _version(broker: str, peer: object) -> str:
         inst = getattr(peer, "inst", None) or getattr(getattr(peer, "nodes", [None])[0], "inst", None)
         return f"Apache Kafka {getattr(inst, 'version', '?')}"
     from importlib.metadata import version
+
     return f"logbroker {version('logbroker')}"
 
 
 @contextlib.contextmanager
-def started(broker: str, nodes: int = 1, extra: dict[str, str] | None = None,
-            data_root: str | None = None, log_dirs: int = 1) -> Iterator[Target]:
+def started(
+    broker: str, nodes: int = 1, extra: dict[str, str] | None = None, data_root: str | None = None, log_dirs: int = 1
+) -> Iterator[Target]:
     """Start `broker` with `nodes` nodes (RF = min(nodes, 3)), each with `log_dirs` log
     directories, and yield a Target; stop it after."""
     from benches.peers.common import PeerCluster
 
     if broker == "kafka":
         from benches.peers.kafka import KafkaPeer, install
+
         inst = install()
         kw: dict = {"install_info": inst}
         cls = KafkaPeer
     elif broker == "logbroker":
         from benches.peers.logbroker import LogbrokerPeer
+
         kw = {}
         cls = LogbrokerPeer
     else:
@@ -64,12 +69,26 @@ def started(broker: str, nodes: int = 1, extra: dict[str, str] | None = None,
         peer = cls(data_root, extra=extra, **kw)
         nodes_list = [peer]
     else:
-        peer = PeerCluster(cls, n=nodes, data_root=data_root, replication_factor=min(nodes, 3),
-                           min_insync_replicas=min(nodes, 3) - 1 or 1, extra=extra, **kw)
+        peer = PeerCluster(
+            cls,
+            n=nodes,
+            data_root=data_root,
+            replication_factor=min(nodes, 3),
+            min_insync_replicas=min(nodes, 3) - 1 or 1,
+            extra=extra,
+            **kw,
+        )
         nodes_list = peer.nodes
     peer.start()
     try:
-        yield Target(broker, peer.bootstrap, nodes, _version(broker, peer),
-                     [n.data_dir for n in nodes_list], [n.log_dirs for n in nodes_list], peer)
+        yield Target(
+            broker,
+            peer.bootstrap,
+            nodes,
+            _version(broker, peer),
+            [n.data_dir for n in nodes_list],
+            [n.log_dirs for n in nodes_list],
+            peer,
+        )
     finally:
         peer.stop()

@@ -73,8 +73,8 @@ import time
 import zipfile
 from pathlib import Path
 
-from tests.compat import brokers as _brokers  # noqa: F401  (puts benches/ on sys.path)
 from benches.peers.common import one_at_a_time
+from tests.compat import brokers as _brokers  # noqa: F401  (puts benches/ on sys.path)
 from tests.compat.results import Outcome
 
 MODULE = "github.com/twmb/franz-go"
@@ -87,27 +87,59 @@ TOOLCHAIN = "go1.26.8"
 # Every top-level test of pkg/kgo that talks to a broker (see the docstring for how they were found).
 BROKER_TESTS = (
     # producing
-    "TestClient_Produce", "TestClient_ProduceLargeMessages", "TestIssue769", "TestIssue831",
-    "TestIssueProduceBrokerTooOldFailsRecords", "TestIssueProduceSyncManualPartitionNegativeDoesNotPanic",
+    "TestClient_Produce",
+    "TestClient_ProduceLargeMessages",
+    "TestIssue769",
+    "TestIssue831",
+    "TestIssueProduceBrokerTooOldFailsRecords",
+    "TestIssueProduceSyncManualPartitionNegativeDoesNotPanic",
     # consuming: direct, by regex, pausing, purging, fetch sizes
-    "TestIssue325", "TestConsumeTopicRetrieval", "TestConsumeTopicRetrieval_Many", "TestConsumeRegex",
-    "TestConsumeRegexShareSkipsInternal", "Test848RegexBrokerResolves", "TestIssue337",
-    "TestDirectPartitionPurge", "TestIssue434", "TestAddRemovePartitions", "TestPauseIssue489",
-    "TestPauseIssueOct2023", "TestIssue523", "TestIssue648", "TestIssue810", "TestIssue865",
-    "TestIssueFetchLargerThanBrokerMaxReadBytes", "TestPooling", "TestHookPollStart",
+    "TestIssue325",
+    "TestConsumeTopicRetrieval",
+    "TestConsumeTopicRetrieval_Many",
+    "TestConsumeRegex",
+    "TestConsumeRegexShareSkipsInternal",
+    "Test848RegexBrokerResolves",
+    "TestIssue337",
+    "TestDirectPartitionPurge",
+    "TestIssue434",
+    "TestAddRemovePartitions",
+    "TestPauseIssue489",
+    "TestPauseIssueOct2023",
+    "TestIssue523",
+    "TestIssue648",
+    "TestIssue810",
+    "TestIssue865",
+    "TestIssueFetchLargerThanBrokerMaxReadBytes",
+    "TestPooling",
+    "TestHookPollStart",
     "TestConsumeMaxDecompressBatchBytes",
     # groups (classic, KIP-848, static members) and transactions
-    "TestGroupSimple", "TestGroupETL", "TestTxnEtl", "TestUnknownGroupOffsetFetchPinned",
+    "TestGroupSimple",
+    "TestGroupETL",
+    "TestTxnEtl",
+    "TestUnknownGroupOffsetFetchPinned",
     # share groups (KIP-932)
-    "TestShareGroup", "TestShareGroupETL", "TestShareGroupAckOnClose", "TestShareGroupOffsetsAdmin",
+    "TestShareGroup",
+    "TestShareGroupETL",
+    "TestShareGroupAckOnClose",
+    "TestShareGroupOffsetsAdmin",
     # the client itself
-    "TestPing", "TestIssue1034",
+    "TestPing",
+    "TestIssue1034",
 )
 
 # The short form (CI, logbroker only): producing and consuming, a classic group, a transaction
 # (consume-transform-produce through groups), group offsets and the admin path.
-SHORT_TESTS = ("TestClient_Produce", "TestIssue325", "TestConsumeRegex", "TestGroupSimple",
-               "TestUnknownGroupOffsetFetchPinned", "TestTxnEtl", "TestPing")
+SHORT_TESTS = (
+    "TestClient_Produce",
+    "TestIssue325",
+    "TestConsumeRegex",
+    "TestGroupSimple",
+    "TestUnknownGroupOffsetFetchPinned",
+    "TestTxnEtl",
+    "TestPing",
+)
 SHORT_RECORDS = 20_000
 
 # Seconds before a test-binary run is cut off (its own -test.timeout: it panics with every
@@ -122,7 +154,8 @@ DIFFERENCES: dict[str, str] = {
         "from v0 (it kept the old minimum in ApiVersions for clients that read it to decide on "
         "compression, KAFKA-18659, while refusing v0-2 requests), so on Kafka the test skips "
         "(recorded as a fail: 'skipped: broker still takes produce v2'). logbroker lists Produce "
-        "3-12, what it serves, so the test runs and passes there: logbroker's answer is right."),
+        "3-12, what it serves, so the test runs and passes there: logbroker's answer is right."
+    ),
     "Test848RegexBrokerResolves": (
         "A KIP-848 consumer subscribing by regex (resolved by the broker) must be assigned every "
         "topic the regex matches, internal topics included (the test matches __consumer_offsets, "
@@ -133,7 +166,8 @@ DIFFERENCES: dict[str, str] = {
         "(python/logbroker/coord/groups/consumer_group.py, ConsumerGroupCoordinator._topics). Fixed after "
         "the run reported here (commit 'Idempotent producers: ... KIP-848 subscriptions resolve "
         "against every topic'): subscriptions now resolve against every topic of the image, and "
-        "the test passes on one logbroker node."),
+        "the test passes on one logbroker node."
+    ),
     "TestShareGroupETL": (
         "A share-group (KIP-932) chain: 500,000 records through two levels of share consumers "
         "that accept, release and reject, with consumers added and killed midway; every record "
@@ -142,7 +176,8 @@ DIFFERENCES: dict[str, str] = {
         "three nodes it missed the deadline in both full runs here (level 2 had 181,839 and "
         "442,066 of about 500,000 records; the keys still missing were every tenth one, as of "
         "one partition) - three Kafka JVMs on this 2-core machine. Not investigated further on "
-        "Kafka's side; logbroker's outcome is what the test checks for."),
+        "Kafka's side; logbroker's outcome is what the test checks for."
+    ),
     "TestTxnEtl": (
         "Consume-transform-produce through chains of transactional group consumers (classic, "
         "KIP-848, static members), 500,000 records, transactions v2 (the epoch bumps at every "
@@ -162,11 +197,13 @@ DIFFERENCES: dict[str, str] = {
         "most chains on three. Fixed after the run reported here: at a known epoch with no batch "
         "cached, the sequence must restart at 0, as Kafka's (unit test "
         "at_a_known_epoch_without_batches_the_sequence_restarts_at_zero); the test passes on one "
-        "logbroker node since."),
+        "logbroker node since."
+    ),
 }
 
 
 # -- the go command --------------------------------------------------------------------------
+
 
 def cache_dir() -> Path:
     root = os.environ.get("LOGBROKER_COMPAT_CACHE") or str(Path.home() / ".cache" / "logbroker-compat")
@@ -187,8 +224,13 @@ def _marker() -> Path:
 
 def _go_version(go: str) -> tuple[int, int] | None:
     try:
-        r = subprocess.run([go, "env", "GOVERSION"], capture_output=True, text=True, timeout=60,
-                           env=dict(os.environ, GOTOOLCHAIN="local"))
+        r = subprocess.run(
+            [go, "env", "GOVERSION"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env=dict(os.environ, GOTOOLCHAIN="local"),
+        )
     except (OSError, subprocess.TimeoutExpired):
         return None
     m = re.match(r"go(\d+)\.(\d+)", r.stdout.strip())
@@ -229,23 +271,28 @@ def find_go() -> str:
         _install_golang_go()
         old = next((g for g in _go_candidates() if _go_version(g) is not None), None)
         if old is None:
-            raise RuntimeError("franz-go suite: no go command (not on PATH, nor /usr/local/go/bin, nor "
-                               "/usr/lib/go/bin) even after installing Debian's golang-go")
+            raise RuntimeError(
+                "franz-go suite: no go command (not on PATH, nor /usr/local/go/bin, nor "
+                "/usr/lib/go/bin) even after installing Debian's golang-go"
+            )
     return _fetch_toolchain(old)
 
 
 def _install_golang_go() -> None:
     if not shutil.which("apt-get"):
-        raise RuntimeError("franz-go suite: no Go 1.21+ and no apt-get to install Debian's golang-go; "
-                           "install Go (https://go.dev/doc/install) or put it on PATH")
+        raise RuntimeError(
+            "franz-go suite: no Go 1.21+ and no apt-get to install Debian's golang-go; "
+            "install Go (https://go.dev/doc/install) or put it on PATH"
+        )
     print("== franz-go: installing Debian's golang-go", flush=True)
     sudo = [] if os.geteuid() == 0 else ["sudo"]
     env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
     for cmd in ([*sudo, "apt-get", "update", "-qq"], [*sudo, "apt-get", "install", "-y", "-qq", "golang-go"]):
         r = subprocess.run(cmd, env=env, capture_output=True, text=True)
         if r.returncode != 0:
-            raise RuntimeError(f"franz-go suite: `{' '.join(cmd)}` failed ({r.returncode}): "
-                               f"{(r.stdout + r.stderr)[-2000:]}")
+            raise RuntimeError(
+                f"franz-go suite: `{' '.join(cmd)}` failed ({r.returncode}): {(r.stdout + r.stderr)[-2000:]}"
+            )
 
 
 def _fetch_toolchain(old_go: str) -> str:
@@ -255,11 +302,17 @@ def _fetch_toolchain(old_go: str) -> str:
     mod = f"golang.org/toolchain@v0.0.1-{TOOLCHAIN}.linux-{arch}"
     print(f"== franz-go: {old_go} predates toolchain switching; fetching {mod} from the module proxy", flush=True)
     with tempfile.TemporaryDirectory() as td:
-        r = subprocess.run([old_go, "mod", "download", "-json", mod], cwd=td, capture_output=True, text=True,
-                           env=dict(os.environ, GOFLAGS="", GO111MODULE="on"))
+        r = subprocess.run(
+            [old_go, "mod", "download", "-json", mod],
+            cwd=td,
+            capture_output=True,
+            text=True,
+            env=dict(os.environ, GOFLAGS="", GO111MODULE="on"),
+        )
     if r.returncode != 0:
-        raise RuntimeError(f"franz-go suite: `go mod download {mod}` with {old_go} failed: "
-                           f"{(r.stdout + r.stderr)[-2000:]}")
+        raise RuntimeError(
+            f"franz-go suite: `go mod download {mod}` with {old_go} failed: {(r.stdout + r.stderr)[-2000:]}"
+        )
     info = json.loads(r.stdout)
     dest = cache_dir() / "toolchain"
     if dest.exists():
@@ -276,6 +329,7 @@ def _fetch_toolchain(old_go: str) -> str:
 
 
 # -- the pinned source -----------------------------------------------------------------------
+
 
 def h1_of_zip(path: Path) -> str:
     """The module zip's h1: hash (sha256 over the sorted "<sha256 hex>  <name>\\n" lines of its
@@ -296,8 +350,9 @@ def _run(args: list[str], cwd: Path, log: Path, env: dict[str, str], what: str) 
         r = subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, stdin=subprocess.DEVNULL)
         out.write(r.stdout + r.stderr)
     if r.returncode != 0:
-        raise RuntimeError(f"franz-go suite: {what} failed ({r.returncode}); log {log}:\n"
-                           f"{(r.stdout + r.stderr)[-3000:]}")
+        raise RuntimeError(
+            f"franz-go suite: {what} failed ({r.returncode}); log {log}:\n{(r.stdout + r.stderr)[-3000:]}"
+        )
     return r.stdout
 
 
@@ -326,8 +381,13 @@ def _build() -> None:
     env = go_env()
     print(f"== franz-go: downloading {MODULE}@{VERSION} (log {log})", flush=True)
     with tempfile.TemporaryDirectory() as td:
-        out = _run([go, "mod", "download", "-json", f"{MODULE}@{VERSION}"], Path(td), log,
-                   dict(env, GOFLAGS="-buildvcs=false"), "go mod download")
+        out = _run(
+            [go, "mod", "download", "-json", f"{MODULE}@{VERSION}"],
+            Path(td),
+            log,
+            dict(env, GOFLAGS="-buildvcs=false"),
+            "go mod download",
+        )
     info = json.loads(out)
     if info.get("Error"):
         raise RuntimeError(f"franz-go suite: go mod download {MODULE}@{VERSION}: {info['Error']}")
@@ -348,20 +408,23 @@ def _build() -> None:
     _run([go, "test", "-p", "2", "-c", "-o", str(_binary()), "./pkg/kgo"], src, log, env, "go test -c ./pkg/kgo")
     version = _run([go, "env", "GOVERSION"], src, log, env, "go env GOVERSION").strip()
     seconds = round(time.monotonic() - t0, 1)
-    _marker().write_text(json.dumps({"module": MODULE, "version": VERSION, "h1": H1, "go": version,
-                                     "build_seconds": seconds}) + "\n")
+    _marker().write_text(
+        json.dumps({"module": MODULE, "version": VERSION, "h1": H1, "go": version, "build_seconds": seconds}) + "\n"
+    )
     print(f"== franz-go: built with {version} in {seconds} s", flush=True)
 
 
 def _list_tests() -> list[str]:
-    r = subprocess.run([str(_binary()), "-test.list", "."], capture_output=True, text=True, timeout=120,
-                       cwd=_src() / "pkg" / "kgo")
+    r = subprocess.run(
+        [str(_binary()), "-test.list", "."], capture_output=True, text=True, timeout=120, cwd=_src() / "pkg" / "kgo"
+    )
     if r.returncode != 0:
         raise RuntimeError(f"franz-go suite: {_binary()} -test.list failed: {(r.stdout + r.stderr)[-2000:]}")
     return r.stdout.split()
 
 
 # -- running ---------------------------------------------------------------------------------
+
 
 def nodes(short: bool) -> list[int]:
     return [1] if short else [1, 3]
@@ -383,8 +446,17 @@ def broker_settings(nodes: int) -> dict[str, str]:
 def _test_env(target, short: bool) -> dict[str, str]:
     env = go_env()
     env.update(KGO_SEEDS=target.bootstrap, KGO_TEST_RF=str(min(target.nodes, 3)))
-    for k in ("KGO_TEST_RECORDS", "KGO_TEST_UNSAFE", "KGO_TEST_SCRAM", "KGO_TEST_SCRAM_SEEDS",
-              "KGO_TEST_OAUTH_SEEDS", "KGO_TEST_TLS", "KGO_TEST_CHAOS", "KGO_TEST_MAX_TOPIC_PARTS", "KGO_LOG_LEVEL"):
+    for k in (
+        "KGO_TEST_RECORDS",
+        "KGO_TEST_UNSAFE",
+        "KGO_TEST_SCRAM",
+        "KGO_TEST_SCRAM_SEEDS",
+        "KGO_TEST_OAUTH_SEEDS",
+        "KGO_TEST_TLS",
+        "KGO_TEST_CHAOS",
+        "KGO_TEST_MAX_TOPIC_PARTS",
+        "KGO_LOG_LEVEL",
+    ):
         env.pop(k, None)
     if short:
         env["KGO_TEST_RECORDS"] = str(SHORT_RECORDS)
@@ -435,7 +507,6 @@ class _Stream:
             elif action == "skip":
                 self.sub_skips.setdefault(top, []).append(f"{test}: {_skip_reason(self.sub_output.get(test, []))}")
 
-
     def _watch_timeout(self, text: str) -> None:
         if text.startswith("panic: test timed out after"):
             self.timed_out = {}
@@ -456,8 +527,11 @@ def _go_seconds(d: str) -> float:
 
 def _skip_reason(lines: list[str]) -> str:
     """The message a skipped test gave t.Skip (its last "file.go:N: ..." line)."""
-    said = [m.group(1) for m in (re.match(r"\s+\S+\.go:\d+: (.*)", ln) for ln in lines)
-            if m and not any(n in m.group(1) for n in _NOISE)]
+    said = [
+        m.group(1)
+        for m in (re.match(r"\s+\S+\.go:\d+: (.*)", ln) for ln in lines)
+        if m and not any(n in m.group(1) for n in _NOISE)
+    ]
     return said[-1].strip() if said else "(no reason given)"
 
 
@@ -491,17 +565,38 @@ def _said(lines: list[str], limit: int) -> str:
 def _failure_detail(lines: list[str]) -> str:
     """What the test said, then the tail of all its output."""
     head = _said(lines, 1400)
-    return (head + "\n...\n" + "".join(lines)[-(1990 - len(head)):]).strip()
+    return (head + "\n...\n" + "".join(lines)[-(1990 - len(head)) :]).strip()
 
 
 def _run_binary(tests: list[str], env: dict[str, str], limit: int, log: Path) -> _Stream:
     """Run `tests` in one test-binary process under test2json, as `go test` would."""
     pattern = "^(" + "|".join(re.escape(t) for t in tests) + ")$"
-    cmd = [find_go(), "tool", "test2json", "-t", "-p", "kgo", str(_binary()), "-test.v=test2json",
-           "-test.run", pattern, "-test.count", "1", "-test.timeout", f"{limit}s"]
+    cmd = [
+        find_go(),
+        "tool",
+        "test2json",
+        "-t",
+        "-p",
+        "kgo",
+        str(_binary()),
+        "-test.v=test2json",
+        "-test.run",
+        pattern,
+        "-test.count",
+        "1",
+        "-test.timeout",
+        f"{limit}s",
+    ]
     with open(log, "wb") as f:
-        proc = subprocess.Popen(cmd, cwd=_src() / "pkg" / "kgo", env=env, stdout=f, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, start_new_session=True)
+        proc = subprocess.Popen(
+            cmd,
+            cwd=_src() / "pkg" / "kgo",
+            env=env,
+            stdout=f,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         try:
             proc.wait(limit + 120)  # the binary's own -test.timeout panics first, with every stack
         except subprocess.TimeoutExpired:
@@ -549,15 +644,22 @@ def run(target, short: bool, workdir: str) -> list[Outcome]:
         if not rest:
             break
         crash = "".join(s.panic)[:900] or "".join(s.loose)[-1200:]
-        print(f"   the test binary died ({'timeout' if culprit else 'no result for ' + str(len(rest)) + ' tests'}); "
-              f"running then: {sorted(s.running)}", flush=True)
+        print(
+            f"   the test binary died ({'timeout' if culprit else 'no result for ' + str(len(rest)) + ' tests'}); "
+            f"running then: {sorted(s.running)}",
+            flush=True,
+        )
         for name in rest:
             if name == culprit or (name in s.running and name in bystander):
                 said = _said(s.output.get(name, []), 900)
-                why = (f"timed out: still running after {limit} s (-test.timeout)" if name == culprit
-                       else "the test binary died again while it ran")
-                done[name] = Outcome(name, "fail", float(limit) if name == culprit else 0.0,
-                                     (said + f"\n({why})\n" + crash)[:2000])
+                why = (
+                    f"timed out: still running after {limit} s (-test.timeout)"
+                    if name == culprit
+                    else "the test binary died again while it ran"
+                )
+                done[name] = Outcome(
+                    name, "fail", float(limit) if name == culprit else 0.0, (said + f"\n({why})\n" + crash)[:2000]
+                )
             elif name in s.running:
                 bystander.add(name)
         rest2 = [t for t in rest if t not in done]

@@ -44,7 +44,7 @@ import threading
 import time
 import traceback
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from tests.compat.results import Outcome
@@ -88,23 +88,28 @@ DIFFERENCES: dict[str, str] = {
         "only producer_byte_rate and consumer_byte_rate (rust/src/server/quota.rs) and refuses the keys "
         "it would not enforce by name with INVALID_REQUEST ('quota request_percentage is not enforced "
         "by logbroker', python/logbroker/coord/metadata/client_quotas.py validate_value) rather than accept a "
-        "quota that has no effect. A deliberate difference: the operator learns at once."),
+        "quota that has no effect. A deliberate difference: the operator learns at once."
+    ),
     "kafka-dump-log --cluster-metadata-decoder": (
         "Kafka's metadata log __cluster_metadata-0 is a KRaft partition of record-batch segments "
         "(00000000000000000000.log) that kafka-dump-log decodes. logbroker's controller quorum keeps its "
         "own Raft log there (raft.log of JSON entries, hardstate, voters: "
         "python/logbroker/coord/metadata/quorum.py), not Kafka's segment format, so there is no segment for the "
         "tool to read. Data partitions, __consumer_offsets and __transaction_state are Kafka's format "
-        "(the other kafka-dump-log cases). A right difference of design, stated in docs."),
+        "(the other kafka-dump-log cases). A right difference of design, stated in docs."
+    ),
 }
 
 
 def prepare(short: bool) -> dict:
     """Kafka's tools jars (benches/peers/kafka.py install(): Maven Central, cached)."""
     if shutil.which("java") is None:
-        raise RuntimeError("java not found on the PATH: the kafka-tools suite runs Kafka's own command-line tools "
-                           "(Java 17+; ./scripts/test installs Debian's default-jdk-headless)")
+        raise RuntimeError(
+            "java not found on the PATH: the kafka-tools suite runs Kafka's own command-line tools "
+            "(Java 17+; ./scripts/test installs Debian's default-jdk-headless)"
+        )
     from benches.peers.kafka import install
+
     inst = install()
     return {"Apache Kafka tools": inst.version}
 
@@ -155,6 +160,7 @@ class Run:
     @property
     def admin(self):
         from confluent_kafka.admin import AdminClient
+
         if self._admin is None:
             self._admin = AdminClient({"bootstrap.servers": self.bs})
         return self._admin
@@ -185,8 +191,9 @@ class Ctx:
         cmd[1:1] = JVM_FLAGS
         shown = f"$ {name} " + " ".join(args)
         try:
-            p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=self.run.work,
-                               stdin=subprocess.DEVNULL)
+            p = subprocess.run(
+                cmd, capture_output=True, text=True, timeout=timeout, cwd=self.run.work, stdin=subprocess.DEVNULL
+            )
         except subprocess.TimeoutExpired as e:
             out = (e.stdout or b"").decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
             self.transcript.append(f"{shown}\n{out}\n(killed after {timeout:.0f}s)")
@@ -234,9 +241,17 @@ class Ctx:
     def name(self, stem: str) -> str:
         return f"{PREFIX}-{stem}"
 
-    def create_topic(self, topic: str, partitions: int = 1, rf: int | None = None, config: dict | None = None,
-                     assignment: list[list[int]] | None = None, timeout: float = 30.0) -> None:
+    def create_topic(
+        self,
+        topic: str,
+        partitions: int = 1,
+        rf: int | None = None,
+        config: dict | None = None,
+        assignment: list[list[int]] | None = None,
+        timeout: float = 30.0,
+    ) -> None:
         from confluent_kafka.admin import NewTopic
+
         if assignment is not None:
             nt = NewTopic(topic, len(assignment), replica_assignment=assignment, config=config or {})
             partitions, want_isr = len(assignment), len(assignment[0])
@@ -247,8 +262,12 @@ class Ctx:
         deadline = time.monotonic() + timeout
         while True:
             t = self.run.admin.list_topics(topic, timeout=timeout).topics.get(topic)
-            if t is not None and t.error is None and len(t.partitions) == partitions and all(
-                    p.leader >= 0 and len(p.isrs) == want_isr for p in t.partitions.values()):
+            if (
+                t is not None
+                and t.error is None
+                and len(t.partitions) == partitions
+                and all(p.leader >= 0 and len(p.isrs) == want_isr for p in t.partitions.values())
+            ):
                 return
             if time.monotonic() > deadline:
                 raise CaseFailed(f"set-up: topic {topic} to have leaders and a full ISR within {timeout:.0f}s")
@@ -258,11 +277,18 @@ class Ctx:
         t = self.run.admin.list_topics(topic, timeout=10).topics[topic]
         return {p: md.leader for p, md in t.partitions.items()}
 
-    def produce(self, topic: str, values: list[bytes], partition: int | None = None,
-                timestamps: list[int] | None = None, keys: list[bytes] | None = None, **conf) -> None:
+    def produce(
+        self,
+        topic: str,
+        values: list[bytes],
+        partition: int | None = None,
+        timestamps: list[int] | None = None,
+        keys: list[bytes] | None = None,
+        **conf,
+    ) -> None:
         from confluent_kafka import Producer
-        p = Producer({"bootstrap.servers": self.bs, "acks": "all", "linger.ms": 5,
-                      "message.timeout.ms": 30000, **conf})
+
+        p = Producer({"bootstrap.servers": self.bs, "acks": "all", "linger.ms": 5, "message.timeout.ms": 30000, **conf})
         errors: list = []
         for i, v in enumerate(values):
             kw: dict = {"on_delivery": lambda err, msg: errors.append(err) if err else None}
@@ -280,12 +306,15 @@ class Ctx:
                     p.poll(0.1)
         left = p.flush(40)
         if left or errors:
-            raise CaseFailed(f"set-up: {len(values)} records produced to {topic} ({left} undelivered, errors {errors[:3]})")
+            raise CaseFailed(
+                f"set-up: {len(values)} records produced to {topic} ({left} undelivered, errors {errors[:3]})"
+            )
 
     def commit(self, group: str, offsets: dict[tuple[str, int], int], timeout: float = 30.0) -> None:
         """Commit offsets for `group` without joining it (a simple consumer's commit), retrying
         while the group coordinator loads."""
         from confluent_kafka import Consumer, KafkaException, TopicPartition
+
         c = Consumer({"bootstrap.servers": self.bs, "group.id": group, "enable.auto.commit": False})
         deadline = time.monotonic() + timeout
         try:
@@ -300,12 +329,28 @@ class Ctx:
         finally:
             c.close()
 
-    def consume_all(self, group: str, topic: str, n: int, protocol: str = "classic", timeout: float = 30.0,
-                    client_id: str = "kafka-tools-suite") -> None:
+    def consume_all(
+        self,
+        group: str,
+        topic: str,
+        n: int,
+        protocol: str = "classic",
+        timeout: float = 30.0,
+        client_id: str = "kafka-tools-suite",
+    ) -> None:
         """A subscribed consumer of `group` reads `n` records of `topic` from the start, commits, leaves."""
         from confluent_kafka import Consumer
-        c = Consumer({"bootstrap.servers": self.bs, "group.id": group, "group.protocol": protocol,
-                      "auto.offset.reset": "earliest", "enable.auto.commit": False, "client.id": client_id})
+
+        c = Consumer(
+            {
+                "bootstrap.servers": self.bs,
+                "group.id": group,
+                "group.protocol": protocol,
+                "auto.offset.reset": "earliest",
+                "enable.auto.commit": False,
+                "client.id": client_id,
+            }
+        )
         c.subscribe([topic])
         got = 0
         deadline = time.monotonic() + timeout
@@ -381,6 +426,7 @@ def case(name: str, sizes: tuple[int, ...] = (1, 3), short: bool = False):
     def deco(fn: Callable[[Ctx], None]) -> Callable[[Ctx], None]:
         CASES.append(Case(name, fn, sizes, short))
         return fn
+
     return deco
 
 
@@ -401,12 +447,27 @@ def segments(pdir: Path) -> list[Path]:
 @case("kafka-topics --create", short=True)
 def topics_create(c: Ctx) -> None:
     t = c.name("created")
-    r = c.kt("kafka-topics", "--create", "--topic", t, "--partitions", "3", "--replication-factor", str(c.rf),
-             "--config", "cleanup.policy=compact", "--config", "retention.ms=3600000")
+    r = c.kt(
+        "kafka-topics",
+        "--create",
+        "--topic",
+        t,
+        "--partitions",
+        "3",
+        "--replication-factor",
+        str(c.rf),
+        "--config",
+        "cleanup.policy=compact",
+        "--config",
+        "retention.ms=3600000",
+    )
     c.expect_in(r.out, f"Created topic {t}.")
     d = c.kt("kafka-topics", "--describe", "--topic", t).out
-    c.expect_re(d, rf"^Topic: {t}\s+TopicId: \S+\s+PartitionCount: 3\s+ReplicationFactor: {c.rf}\s",
-                f"--describe: {t} with PartitionCount: 3 and ReplicationFactor: {c.rf}")
+    c.expect_re(
+        d,
+        rf"^Topic: {t}\s+TopicId: \S+\s+PartitionCount: 3\s+ReplicationFactor: {c.rf}\s",
+        f"--describe: {t} with PartitionCount: 3 and ReplicationFactor: {c.rf}",
+    )
     c.expect_re(d, r"Configs: .*cleanup\.policy=compact", "--describe: the topic's cleanup.policy=compact")
     c.expect_re(d, r"Configs: .*retention\.ms=3600000", "--describe: the topic's retention.ms=3600000")
 
@@ -424,18 +485,26 @@ def topics_list(c: Ctx) -> None:
 
 def check_described(c: Ctx, topic: str, partitions: int) -> None:
     d = c.kt("kafka-topics", "--describe", "--topic", topic).out
-    c.expect_re(d, rf"^Topic: {topic}\s+TopicId: \S+\s+PartitionCount: {partitions}\s+ReplicationFactor: {c.rf}\s",
-                f"--describe: PartitionCount: {partitions}, ReplicationFactor: {c.rf}")
+    c.expect_re(
+        d,
+        rf"^Topic: {topic}\s+TopicId: \S+\s+PartitionCount: {partitions}\s+ReplicationFactor: {c.rf}\s",
+        f"--describe: PartitionCount: {partitions}, ReplicationFactor: {c.rf}",
+    )
     parts = re.findall(rf"Topic: {topic}\s+Partition: (\d+)\s+Leader: (-?\d+)\s+Replicas: ([\d,]+)\s+Isr: ([\d,]*)", d)
-    c.expect(sorted(int(p) for p, *_ in parts) == list(range(partitions)),
-             f"--describe: one row for each of partitions 0..{partitions - 1}")
+    c.expect(
+        sorted(int(p) for p, *_ in parts) == list(range(partitions)),
+        f"--describe: one row for each of partitions 0..{partitions - 1}",
+    )
     leaders = c.leaders(topic)
     for p, leader, replicas, isr in parts:
         reps = replicas.split(",")
-        c.expect(len(reps) == c.rf and leader in reps and sorted(isr.split(",")) == sorted(reps),
-                 f"--describe: partition {p} with {c.rf} replicas, its leader among them and every replica in the ISR")
-        c.expect(int(leader) == leaders[int(p)], f"--describe: partition {p}'s leader as Metadata has it "
-                                                 f"({leaders[int(p)]})")
+        c.expect(
+            len(reps) == c.rf and leader in reps and sorted(isr.split(",")) == sorted(reps),
+            f"--describe: partition {p} with {c.rf} replicas, its leader among them and every replica in the ISR",
+        )
+        c.expect(
+            int(leader) == leaders[int(p)], f"--describe: partition {p}'s leader as Metadata has it ({leaders[int(p)]})"
+        )
 
 
 @case("kafka-topics --describe")
@@ -453,7 +522,10 @@ def topics_alter(c: Ctx) -> None:
 
     def grown() -> bool:
         d = c.kt("kafka-topics", "--describe", "--topic", t).out
-        return re.search(r"PartitionCount: 5\s", d) is not None and len(re.findall(r"Partition: \d+\s+Leader: \d", d)) == 5
+        return (
+            re.search(r"PartitionCount: 5\s", d) is not None and len(re.findall(r"Partition: \d+\s+Leader: \d", d)) == 5
+        )
+
     c.until("--describe: PartitionCount: 5 and five partitions with leaders", grown)
     check_described(c, t, 5)
 
@@ -474,15 +546,29 @@ def topics_delete(c: Ctx) -> None:
 def configs_topic_add(c: Ctx) -> None:
     t = c.name("configured")
     c.create_topic(t)
-    r = c.kt("kafka-configs", "--alter", "--entity-type", "topics", "--entity-name", t,
-             "--add-config", "retention.ms=7200000,cleanup.policy=compact")
+    r = c.kt(
+        "kafka-configs",
+        "--alter",
+        "--entity-type",
+        "topics",
+        "--entity-name",
+        t,
+        "--add-config",
+        "retention.ms=7200000,cleanup.policy=compact",
+    )
     c.expect_in(r.out, f"Completed updating config for topic {t}.")
     d = c.kt("kafka-configs", "--describe", "--entity-type", "topics", "--entity-name", t).out
     c.expect_in(d, f"Dynamic configs for topic {t} are:")
-    c.expect_re(d, r"^\s+retention\.ms=7200000 sensitive=false synonyms=\{DYNAMIC_TOPIC_CONFIG:retention\.ms=7200000",
-                "--describe: retention.ms=7200000 as a DYNAMIC_TOPIC_CONFIG")
-    c.expect_re(d, r"^\s+cleanup\.policy=compact sensitive=false synonyms=\{DYNAMIC_TOPIC_CONFIG:cleanup\.policy=compact",
-                "--describe: cleanup.policy=compact as a DYNAMIC_TOPIC_CONFIG")
+    c.expect_re(
+        d,
+        r"^\s+retention\.ms=7200000 sensitive=false synonyms=\{DYNAMIC_TOPIC_CONFIG:retention\.ms=7200000",
+        "--describe: retention.ms=7200000 as a DYNAMIC_TOPIC_CONFIG",
+    )
+    c.expect_re(
+        d,
+        r"^\s+cleanup\.policy=compact sensitive=false synonyms=\{DYNAMIC_TOPIC_CONFIG:cleanup\.policy=compact",
+        "--describe: cleanup.policy=compact as a DYNAMIC_TOPIC_CONFIG",
+    )
 
 
 @case("kafka-configs topic --delete-config")
@@ -494,73 +580,170 @@ def configs_topic_delete(c: Ctx) -> None:
     c.expect_re(d, r"^\s+retention\.ms=7200000 ", "--describe: retention.ms=7200000 kept")
     c.expect("cleanup.policy=compact" not in d, "--describe: cleanup.policy=compact gone")
     a = c.kt("kafka-configs", "--describe", "--entity-type", "topics", "--entity-name", t, "--all").out
-    c.expect_re(a, r"^\s+cleanup\.policy=delete sensitive=false synonyms=\{DEFAULT_CONFIG:log\.cleanup\.policy=delete\}",
-                "--describe --all: cleanup.policy back to the default, delete (DEFAULT_CONFIG log.cleanup.policy)")
+    c.expect_re(
+        a,
+        r"^\s+cleanup\.policy=delete sensitive=false synonyms=\{DEFAULT_CONFIG:log\.cleanup\.policy=delete\}",
+        "--describe --all: cleanup.policy back to the default, delete (DEFAULT_CONFIG log.cleanup.policy)",
+    )
 
 
 @case("kafka-configs broker --add-config/--delete-config")
 def configs_broker(c: Ctx) -> None:
-    c.kt("kafka-configs", "--alter", "--entity-type", "brokers", "--entity-name", "1",
-         "--add-config", "message.max.bytes=2000000,log.cleaner.min.cleanable.ratio=0.3")
+    c.kt(
+        "kafka-configs",
+        "--alter",
+        "--entity-type",
+        "brokers",
+        "--entity-name",
+        "1",
+        "--add-config",
+        "message.max.bytes=2000000,log.cleaner.min.cleanable.ratio=0.3",
+    )
     d = c.kt("kafka-configs", "--describe", "--entity-type", "brokers", "--entity-name", "1").out
     c.expect_in(d, "Dynamic configs for broker 1 are:")
-    c.expect_re(d, r"^\s+message\.max\.bytes=2000000 sensitive=false synonyms=\{DYNAMIC_BROKER_CONFIG:message\.max\.bytes=2000000",
-                "--describe: message.max.bytes=2000000 as a DYNAMIC_BROKER_CONFIG of broker 1")
-    c.expect_re(d, r"^\s+log\.cleaner\.min\.cleanable\.ratio=0\.3 sensitive=false synonyms=\{DYNAMIC_BROKER_CONFIG:",
-                "--describe: log.cleaner.min.cleanable.ratio=0.3 as a DYNAMIC_BROKER_CONFIG of broker 1")
-    c.kt("kafka-configs", "--alter", "--entity-type", "brokers", "--entity-name", "1",
-         "--delete-config", "message.max.bytes,log.cleaner.min.cleanable.ratio")
+    c.expect_re(
+        d,
+        r"^\s+message\.max\.bytes=2000000 sensitive=false synonyms=\{DYNAMIC_BROKER_CONFIG:message\.max\.bytes=2000000",
+        "--describe: message.max.bytes=2000000 as a DYNAMIC_BROKER_CONFIG of broker 1",
+    )
+    c.expect_re(
+        d,
+        r"^\s+log\.cleaner\.min\.cleanable\.ratio=0\.3 sensitive=false synonyms=\{DYNAMIC_BROKER_CONFIG:",
+        "--describe: log.cleaner.min.cleanable.ratio=0.3 as a DYNAMIC_BROKER_CONFIG of broker 1",
+    )
+    c.kt(
+        "kafka-configs",
+        "--alter",
+        "--entity-type",
+        "brokers",
+        "--entity-name",
+        "1",
+        "--delete-config",
+        "message.max.bytes,log.cleaner.min.cleanable.ratio",
+    )
     d = c.kt("kafka-configs", "--describe", "--entity-type", "brokers", "--entity-name", "1").out
-    c.expect("message.max.bytes=2000000" not in d and "cleanable.ratio=0.3" not in d,
-             "--describe after --delete-config: neither dynamic config left on broker 1")
+    c.expect(
+        "message.max.bytes=2000000" not in d and "cleanable.ratio=0.3" not in d,
+        "--describe after --delete-config: neither dynamic config left on broker 1",
+    )
 
 
 @case("kafka-configs broker --entity-default")
 def configs_broker_default(c: Ctx) -> None:
-    r = c.kt("kafka-configs", "--alter", "--entity-type", "brokers", "--entity-default",
-             "--add-config", "log.retention.ms=86400000")
+    r = c.kt(
+        "kafka-configs",
+        "--alter",
+        "--entity-type",
+        "brokers",
+        "--entity-default",
+        "--add-config",
+        "log.retention.ms=86400000",
+    )
     c.expect_in(r.out, "Completed updating default config for brokers in the cluster.")
     d = c.kt("kafka-configs", "--describe", "--entity-type", "brokers", "--entity-default").out
-    c.expect_re(d, r"^\s+log\.retention\.ms=86400000 sensitive=false synonyms=\{DYNAMIC_DEFAULT_BROKER_CONFIG:log\.retention\.ms=86400000",
-                "--describe --entity-default: log.retention.ms=86400000 as a DYNAMIC_DEFAULT_BROKER_CONFIG")
+    c.expect_re(
+        d,
+        r"^\s+log\.retention\.ms=86400000 sensitive=false synonyms=\{DYNAMIC_DEFAULT_BROKER_CONFIG:log\.retention\.ms=86400000",
+        "--describe --entity-default: log.retention.ms=86400000 as a DYNAMIC_DEFAULT_BROKER_CONFIG",
+    )
     t = c.name("retention-default")
     c.create_topic(t)
     a = c.kt("kafka-configs", "--describe", "--entity-type", "topics", "--entity-name", t, "--all").out
-    c.expect_re(a, r"^\s+retention\.ms=86400000 sensitive=false synonyms=\{DYNAMIC_DEFAULT_BROKER_CONFIG:log\.retention\.ms=86400000",
-                "a new topic's retention.ms to be the cluster default 86400000")
-    c.kt("kafka-configs", "--alter", "--entity-type", "brokers", "--entity-default", "--delete-config", "log.retention.ms")
+    c.expect_re(
+        a,
+        r"^\s+retention\.ms=86400000 sensitive=false synonyms=\{DYNAMIC_DEFAULT_BROKER_CONFIG:log\.retention\.ms=86400000",
+        "a new topic's retention.ms to be the cluster default 86400000",
+    )
+    c.kt(
+        "kafka-configs",
+        "--alter",
+        "--entity-type",
+        "brokers",
+        "--entity-default",
+        "--delete-config",
+        "log.retention.ms",
+    )
 
 
 @case("kafka-configs broker --describe --all")
 def configs_broker_all(c: Ctx) -> None:
     d = c.kt("kafka-configs", "--describe", "--entity-type", "brokers", "--entity-name", "1", "--all").out
     c.expect_in(d, "All configs for broker 1 are:")
-    c.expect_re(d, r"^\s+num\.partitions=1 sensitive=false synonyms=\{STATIC_BROKER_CONFIG:num\.partitions=1",
-                "num.partitions=1 as a STATIC_BROKER_CONFIG (the suite's brokers start with it)")
-    c.expect_re(d, r"^\s+log\.segment\.bytes=268435456 sensitive=false synonyms=\{STATIC_BROKER_CONFIG:",
-                "log.segment.bytes=268435456 as a STATIC_BROKER_CONFIG")
-    c.expect_re(d, rf"^\s+authorizer\.class\.name={re.escape(STANDARD_AUTHORIZER)} ",
-                "authorizer.class.name: the StandardAuthorizer")
+    c.expect_re(
+        d,
+        r"^\s+num\.partitions=1 sensitive=false synonyms=\{STATIC_BROKER_CONFIG:num\.partitions=1",
+        "num.partitions=1 as a STATIC_BROKER_CONFIG (the suite's brokers start with it)",
+    )
+    c.expect_re(
+        d,
+        r"^\s+log\.segment\.bytes=268435456 sensitive=false synonyms=\{STATIC_BROKER_CONFIG:",
+        "log.segment.bytes=268435456 as a STATIC_BROKER_CONFIG",
+    )
+    c.expect_re(
+        d,
+        rf"^\s+authorizer\.class\.name={re.escape(STANDARD_AUTHORIZER)} ",
+        "authorizer.class.name: the StandardAuthorizer",
+    )
 
 
 @case("kafka-configs client quotas")
 def configs_quotas(c: Ctx) -> None:
-    c.kt("kafka-configs", "--alter", "--entity-type", "users", "--entity-name", "alice", "--entity-type", "clients",
-         "--entity-name", "app1", "--add-config", "producer_byte_rate=1048576,consumer_byte_rate=2097152")
-    d = c.kt("kafka-configs", "--describe", "--entity-type", "users", "--entity-name", "alice", "--entity-type",
-             "clients", "--entity-name", "app1").out
-    c.expect_in(d, "Quota configs for user-principal 'alice', client-id 'app1' are "
-                   "consumer_byte_rate=2097152.0, producer_byte_rate=1048576.0")
-    c.kt("kafka-configs", "--alter", "--entity-type", "clients", "--entity-default",
-         "--add-config", "consumer_byte_rate=4194304")
+    c.kt(
+        "kafka-configs",
+        "--alter",
+        "--entity-type",
+        "users",
+        "--entity-name",
+        "alice",
+        "--entity-type",
+        "clients",
+        "--entity-name",
+        "app1",
+        "--add-config",
+        "producer_byte_rate=1048576,consumer_byte_rate=2097152",
+    )
+    d = c.kt(
+        "kafka-configs",
+        "--describe",
+        "--entity-type",
+        "users",
+        "--entity-name",
+        "alice",
+        "--entity-type",
+        "clients",
+        "--entity-name",
+        "app1",
+    ).out
+    c.expect_in(
+        d,
+        "Quota configs for user-principal 'alice', client-id 'app1' are "
+        "consumer_byte_rate=2097152.0, producer_byte_rate=1048576.0",
+    )
+    c.kt(
+        "kafka-configs",
+        "--alter",
+        "--entity-type",
+        "clients",
+        "--entity-default",
+        "--add-config",
+        "consumer_byte_rate=4194304",
+    )
     d = c.kt("kafka-configs", "--describe", "--entity-type", "clients", "--entity-default").out
     c.expect_in(d, "Quota configs for the default client-id are consumer_byte_rate=4194304.0")
 
 
 @case("kafka-configs client quota (request_percentage)")
 def configs_quota_request_percentage(c: Ctx) -> None:
-    c.kt("kafka-configs", "--alter", "--entity-type", "clients", "--entity-name", "app2",
-         "--add-config", "request_percentage=50")
+    c.kt(
+        "kafka-configs",
+        "--alter",
+        "--entity-type",
+        "clients",
+        "--entity-name",
+        "app2",
+        "--add-config",
+        "request_percentage=50",
+    )
     d = c.kt("kafka-configs", "--describe", "--entity-type", "clients", "--entity-name", "app2").out
     c.expect_in(d, "Quota configs for client-id 'app2' are request_percentage=50.0")
 
@@ -572,20 +755,42 @@ def configs_scram(c: Ctx) -> None:
         c.expect_in(r.out, "Completed updating config for user carol.")
     d = c.kt("kafka-configs", "--describe", "--entity-type", "users", "--entity-name", "carol").out
     m = c.expect_re(d, r"SCRAM credential configs for user-principal 'carol' are (.*)$")
-    c.expect(sorted(x.strip() for x in m.group(1).split(",")) == ["SCRAM-SHA-256=iterations=8192",
-                                                                   "SCRAM-SHA-512=iterations=4096"],
-             "both credentials with their iterations, in either order (Kafka's order varies)")
-    c.kt("kafka-configs", "--alter", "--entity-type", "users", "--entity-name", "carol", "--delete-config", "SCRAM-SHA-512")
+    c.expect(
+        sorted(x.strip() for x in m.group(1).split(","))
+        == ["SCRAM-SHA-256=iterations=8192", "SCRAM-SHA-512=iterations=4096"],
+        "both credentials with their iterations, in either order (Kafka's order varies)",
+    )
+    c.kt(
+        "kafka-configs",
+        "--alter",
+        "--entity-type",
+        "users",
+        "--entity-name",
+        "carol",
+        "--delete-config",
+        "SCRAM-SHA-512",
+    )
     d = c.kt("kafka-configs", "--describe", "--entity-type", "users", "--entity-name", "carol").out
-    c.expect_re(d, r"SCRAM credential configs for user-principal 'carol' are SCRAM-SHA-256=iterations=8192\s*$",
-                "after --delete-config SCRAM-SHA-512: only the SCRAM-SHA-256 credential")
+    c.expect_re(
+        d,
+        r"SCRAM credential configs for user-principal 'carol' are SCRAM-SHA-256=iterations=8192\s*$",
+        "after --delete-config SCRAM-SHA-512: only the SCRAM-SHA-256 credential",
+    )
 
 
 @case("kafka-configs group --add-config")
 def configs_group(c: Ctx) -> None:
     g = c.name("configured-group")
-    r = c.kt("kafka-configs", "--alter", "--entity-type", "groups", "--entity-name", g,
-             "--add-config", "consumer.session.timeout.ms=50000,consumer.heartbeat.interval.ms=6000")
+    r = c.kt(
+        "kafka-configs",
+        "--alter",
+        "--entity-type",
+        "groups",
+        "--entity-name",
+        g,
+        "--add-config",
+        "consumer.session.timeout.ms=50000,consumer.heartbeat.interval.ms=6000",
+    )
     c.expect_in(r.out, f"Completed updating config for group {g}.")
     d = c.kt("kafka-configs", "--describe", "--entity-type", "groups", "--entity-name", g).out
     c.expect_re(d, r"^\s+consumer\.session\.timeout\.ms=50000 ", "--describe: consumer.session.timeout.ms=50000")
@@ -632,26 +837,32 @@ def groups_describe_lag(c: Ctx) -> None:
 @case("kafka-consumer-groups --describe --members (active consumer)")
 def groups_members(c: Ctx) -> None:
     from confluent_kafka import Consumer
+
     t, g = c.name("members-topic"), c.name("members-group")
     c.create_topic(t, 2)
     c.produce(t, [b"x"] * 4)
     stop = threading.Event()
     assigned = threading.Event()
-    cons = Consumer({"bootstrap.servers": c.bs, "group.id": g, "client.id": "kt-member", "auto.offset.reset": "earliest"})
+    cons = Consumer(
+        {"bootstrap.servers": c.bs, "group.id": g, "client.id": "kt-member", "auto.offset.reset": "earliest"}
+    )
 
     def loop() -> None:
         cons.subscribe([t], on_assign=lambda _c, parts: assigned.set() if parts else None)
         while not stop.is_set():
             cons.poll(0.2)
         cons.close()
+
     th = threading.Thread(target=loop, daemon=True)
     th.start()
     try:
         c.expect(assigned.wait(30), f"set-up: a consumer of {g} to be assigned {t}'s partitions")
         out = c.kt("kafka-consumer-groups", "--describe", "--group", g, "--members").out
         m = [r for r in rows(out) if r and r[0] == g]
-        c.expect(len(m) == 1 and m[0][-1] == "2" and m[0][3] == "kt-member" and m[0][1].startswith("kt-member"),
-                 f"--describe --members: one member of {g}, CLIENT-ID kt-member, #PARTITIONS 2")
+        c.expect(
+            len(m) == 1 and m[0][-1] == "2" and m[0][3] == "kt-member" and m[0][1].startswith("kt-member"),
+            f"--describe --members: one member of {g}, CLIENT-ID kt-member, #PARTITIONS 2",
+        )
         out = c.kt("kafka-consumer-groups", "--describe", "--group", g, "--state").out
         st = [r for r in rows(out) if r and r[0] == g]
         c.expect(st and st[0][-2:] == ["Stable", "1"], f"--describe --state: {g} Stable with 1 member")
@@ -664,14 +875,19 @@ def groups_members(c: Ctx) -> None:
 def groups_reset(c: Ctx) -> None:
     t, g = lagged_group(c, "reset")
     out = c.kt("kafka-consumer-groups", "--reset-offsets", "--group", g, "--topic", t, "--to-earliest", "--execute").out
-    c.expect([g, t, "0", "0"] in rows(out) and [g, t, "1", "0"] in rows(out),
-             "--reset-offsets --to-earliest: NEW-OFFSET 0 for partitions 0 and 1")
-    out = c.kt("kafka-consumer-groups", "--reset-offsets", "--group", g, "--topic", f"{t}:1", "--to-offset", "3",
-               "--execute").out
+    c.expect(
+        [g, t, "0", "0"] in rows(out) and [g, t, "1", "0"] in rows(out),
+        "--reset-offsets --to-earliest: NEW-OFFSET 0 for partitions 0 and 1",
+    )
+    out = c.kt(
+        "kafka-consumer-groups", "--reset-offsets", "--group", g, "--topic", f"{t}:1", "--to-offset", "3", "--execute"
+    ).out
     c.expect([g, t, "1", "3"] in rows(out), "--reset-offsets --to-offset 3 on partition 1: NEW-OFFSET 3")
     table = offsets_table(c, c.kt("kafka-consumer-groups", "--describe", "--group", g).out, g)
-    c.expect(table.get((t, 0), [])[:3] == ["0", "10", "10"] and table.get((t, 1), [])[:3] == ["3", "10", "7"],
-             "--describe after the resets: partition 0 at 0 (LAG 10), partition 1 at 3 (LAG 7)")
+    c.expect(
+        table.get((t, 0), [])[:3] == ["0", "10", "10"] and table.get((t, 1), [])[:3] == ["3", "10", "7"],
+        "--describe after the resets: partition 0 at 0 (LAG 10), partition 1 at 3 (LAG 7)",
+    )
 
 
 @case("kafka-consumer-groups --delete-offsets")
@@ -702,11 +918,15 @@ def groups_types(c: Ctx) -> None:
     c.consume_all(consumer, t, 5, "consumer")
     out = rows(c.kt("kafka-groups", "--list").out)
     c.expect([classic, "Classic", "consumer"] in out, f"--list: {classic} TYPE Classic PROTOCOL consumer")
-    c.expect([consumer, "Consumer", "consumer"] in out,
-             f"--list: {consumer} (a KIP-848 group whose member left) TYPE Consumer PROTOCOL consumer")
+    c.expect(
+        [consumer, "Consumer", "consumer"] in out,
+        f"--list: {consumer} (a KIP-848 group whose member left) TYPE Consumer PROTOCOL consumer",
+    )
     out = rows(c.kt("kafka-groups", "--list", "--group-type", "consumer").out)
-    c.expect([consumer, "Consumer", "consumer"] in out and not any(r[0] == classic for r in out),
-             f"--list --group-type consumer: {consumer} only")
+    c.expect(
+        [consumer, "Consumer", "consumer"] in out and not any(r[0] == classic for r in out),
+        f"--list --group-type consumer: {consumer} only",
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -716,17 +936,28 @@ def groups_types(c: Ctx) -> None:
 def share_group_ran(c: Ctx) -> tuple[str, str]:
     """A share group (auto.offset.reset=earliest, a group config set with kafka-configs) whose
     console share consumer read all 10 records of a 2-partition topic and left."""
+
     def build(c: Ctx) -> tuple[str, str]:
         t, g = c.name("shared-topic"), c.name("share-group")
         c.create_topic(t, 2)
         c.produce(t, [str(i).encode() for i in range(10)], keys=[str(i).encode() for i in range(10)])
-        c.kt("kafka-configs", "--alter", "--entity-type", "groups", "--entity-name", g,
-             "--add-config", "share.auto.offset.reset=earliest")
-        r = c.kt("kafka-console-share-consumer", "--topic", t, "--group", g, "--max-messages", "10",
-                 "--timeout-ms", "30000")
+        c.kt(
+            "kafka-configs",
+            "--alter",
+            "--entity-type",
+            "groups",
+            "--entity-name",
+            g,
+            "--add-config",
+            "share.auto.offset.reset=earliest",
+        )
+        r = c.kt(
+            "kafka-console-share-consumer", "--topic", t, "--group", g, "--max-messages", "10", "--timeout-ms", "30000"
+        )
         got = sorted(int(v) for v in r.out.split())
         c.expect(got == list(range(10)), f"kafka-console-share-consumer to print the 10 values 0..9 (got {got})")
         return t, g
+
     return c.fixture("share group", build)  # type: ignore[return-value]
 
 
@@ -746,8 +977,10 @@ def share_describe(c: Ctx) -> None:
     t, g = share_group_ran(c)
     out = rows(c.kt("kafka-share-groups", "--describe", "--group", g).out)
     parts = {(r[1], r[2]): r for r in out if r[0] == g and len(r) == 5}
-    c.expect(sorted(parts) == [(t, "0"), (t, "1")] and all(r[4] == "0" for r in parts.values()),
-             f"--describe: {t} partitions 0 and 1, LAG 0 (every record acknowledged)")
+    c.expect(
+        sorted(parts) == [(t, "0"), (t, "1")] and all(r[4] == "0" for r in parts.values()),
+        f"--describe: {t} partitions 0 and 1, LAG 0 (every record acknowledged)",
+    )
     out = rows(c.kt("kafka-share-groups", "--describe", "--group", g, "--state").out)
     st = [r for r in out if r and r[0] == g]
     c.expect(st and st[0][-2:] == ["Empty", "0"], f"--describe --state: {g} Empty with 0 members")
@@ -784,8 +1017,9 @@ def delete_records(c: Ctx) -> None:
     t = c.name("truncated")
     c.create_topic(t)
     c.produce(t, [str(i).encode() for i in range(10)])
-    plan = c.write("delete-records.json", json.dumps({"version": 1, "partitions": [
-        {"topic": t, "partition": 0, "offset": 3}]}))
+    plan = c.write(
+        "delete-records.json", json.dumps({"version": 1, "partitions": [{"topic": t, "partition": 0, "offset": 3}]})
+    )
     out = c.kt("kafka-delete-records", "--offset-json-file", plan).out
     c.expect_re(out, rf"partition: {t}-0\s+low_watermark: 3", f"partition: {t}-0 low_watermark: 3")
     out = c.kt("kafka-get-offsets", "--topic", t, "--time", "-2").out.split()
@@ -808,13 +1042,16 @@ def log_dirs(c: Ctx) -> None:
     for bid, b in brokers.items():
         want = sorted(str(Path(d).resolve()) for d in c.run.target.log_dirs[bid - 1])
         dirs = [d for d in b["logDirs"] if d["error"] is None]
-        c.expect(sorted(str(Path(d["logDir"]).resolve()) for d in dirs) == want,
-                 f"broker {bid}'s {len(want)} log directories, {want}, without error")
+        c.expect(
+            sorted(str(Path(d["logDir"]).resolve()) for d in dirs) == want,
+            f"broker {bid}'s {len(want)} log directories, {want}, without error",
+        )
         for d in dirs:
             for p in d["partitions"]:
                 if p["partition"].startswith(t + "-"):
-                    c.expect(p["size"] > 0 and not p["isFuture"],
-                             f"broker {bid}: {p['partition']} with records (size > 0)")
+                    c.expect(
+                        p["size"] > 0 and not p["isFuture"], f"broker {bid}: {p['partition']} with records (size > 0)"
+                    )
                     replicas[p["partition"]] = replicas.get(p["partition"], 0) + 1
     c.expect(replicas == {f"{t}-0": c.rf, f"{t}-1": c.rf}, f"{t}-0 and {t}-1 each on {c.rf} broker(s)")
 
@@ -833,8 +1070,10 @@ def quorum_status(c: Ctx) -> None:
     voters = json.loads(c.expect_re(out, r"^CurrentVoters:\s+(\[.*\])$").group(1))
     c.expect(sorted(v["id"] for v in voters) == list(range(1, c.n + 1)), f"CurrentVoters: ids 1..{c.n}")
     if c.n > 1:
-        c.expect(all(v.get("endpoints") and v["endpoints"][0].startswith("CONTROLLER://127.0.0.1:") for v in voters),
-                 "CurrentVoters: each voter's CONTROLLER endpoint")
+        c.expect(
+            all(v.get("endpoints") and v["endpoints"][0].startswith("CONTROLLER://127.0.0.1:") for v in voters),
+            "CurrentVoters: each voter's CONTROLLER endpoint",
+        )
 
 
 @case("kafka-metadata-quorum describe --replication")
@@ -851,8 +1090,10 @@ def quorum_replication(c: Ctx) -> None:
 def features(c: Ctx) -> None:
     out = c.kt("kafka-features", "describe").out
     finalized = dict(re.findall(r"^Feature: (\S+)\s+.*FinalizedVersionLevel: (\S+)\s", out, re.M))
-    c.expect(re.fullmatch(r"\d+\.\d+-IV\d+", finalized.get("metadata.version", "")),
-             "metadata.version finalized at a named level (e.g. 4.1-IV1)")
+    c.expect(
+        re.fullmatch(r"\d+\.\d+-IV\d+", finalized.get("metadata.version", "")),
+        "metadata.version finalized at a named level (e.g. 4.1-IV1)",
+    )
     c.expect(finalized.get("group.version") == "1", "group.version finalized at 1 (KIP-848 consumer groups)")
     c.expect(finalized.get("transaction.version", "0") != "0", "transaction.version finalized above 0")
     c.expect(finalized.get("share.version", "0") != "0", "share.version finalized above 0 (share groups)")
@@ -873,8 +1114,10 @@ def cluster_endpoints(c: Ctx) -> None:
     got = {int(r[0]): r for r in out[1:]}
     c.expect(sorted(got) == list(range(1, c.n + 1)), f"a row for each broker 1..{c.n}")
     for nid, r in got.items():
-        c.expect(r[1:3] == ["127.0.0.1", ports[nid]] and r[-2:] == ["unfenced", "broker"],
-                 f"broker {nid} at 127.0.0.1:{ports[nid]}, unfenced, ENDPOINT_TYPE broker")
+        c.expect(
+            r[1:3] == ["127.0.0.1", ports[nid]] and r[-2:] == ["unfenced", "broker"],
+            f"broker {nid} at 127.0.0.1:{ports[nid]}, unfenced, ENDPOINT_TYPE broker",
+        )
 
 
 @case("kafka-broker-api-versions", short=True)
@@ -884,10 +1127,18 @@ def api_versions(c: Ctx) -> None:
     by_id = {int(m.group(1)): b for b in blocks if (m := re.match(r"\S+ \(id: (\d+) rack: null isFenced: false\)", b))}
     c.expect(sorted(by_id) == list(range(1, c.n + 1)), f"every broker 1..{c.n}, unfenced")
     for nid, b in by_id.items():
-        for api in ("Produce(0)", "Fetch(1)", "ListOffsets(2)", "Metadata(3)", "ApiVersions(18)", "CreateTopics(19)",
-                    "DescribeTopicPartitions(75)"):
-            c.expect_re(b, rf"^\s+{re.escape(api)}: \d+( to \d+)? \[usable: \d+\]",
-                        f"broker {nid}: {api} with a usable version")
+        for api in (
+            "Produce(0)",
+            "Fetch(1)",
+            "ListOffsets(2)",
+            "Metadata(3)",
+            "ApiVersions(18)",
+            "CreateTopics(19)",
+            "DescribeTopicPartitions(75)",
+        ):
+            c.expect_re(
+                b, rf"^\s+{re.escape(api)}: \d+( to \d+)? \[usable: \d+\]", f"broker {nid}: {api} with a usable version"
+            )
 
 
 # --------------------------------------------------------------------------------------------
@@ -897,15 +1148,22 @@ def api_versions(c: Ctx) -> None:
 def reassigned(c: Ctx, topic: str, plan: str) -> None:
     r = c.kt("kafka-reassign-partitions", "--reassignment-json-file", plan, "--execute").out
     c.expect_in(r, f"Successfully started partition reassignment for {topic}-0")
-    c.until(f"--verify: 'Reassignment of partition {topic}-0 is completed.'", lambda: (
-        f"Reassignment of partition {topic}-0 is completed." in
-        c.kt("kafka-reassign-partitions", "--reassignment-json-file", plan, "--verify").out), tries=20, pause=1.0)
+    c.until(
+        f"--verify: 'Reassignment of partition {topic}-0 is completed.'",
+        lambda: (
+            f"Reassignment of partition {topic}-0 is completed."
+            in c.kt("kafka-reassign-partitions", "--reassignment-json-file", plan, "--verify").out
+        ),
+        tries=20,
+        pause=1.0,
+    )
 
 
 def replicas_line(c: Ctx, topic: str) -> tuple[int, list[str], list[str]]:
     d = c.kt("kafka-topics", "--describe", "--topic", topic).out
-    m = c.expect_re(d, rf"Partition: 0\s+Leader: (-?\d+)\s+Replicas: ([\d,]+)\s+Isr: ([\d,]*)",
-                    f"--describe: a row for {topic}-0")
+    m = c.expect_re(
+        d, r"Partition: 0\s+Leader: (-?\d+)\s+Replicas: ([\d,]+)\s+Isr: ([\d,]*)", f"--describe: a row for {topic}-0"
+    )
     return int(m.group(1)), m.group(2).split(","), m.group(3).split(",")
 
 
@@ -914,15 +1172,15 @@ def leader_election(c: Ctx) -> None:
     t = c.name("elected")
     c.create_topic(t, assignment=[[1, 2]])
     c.produce(t, [str(i).encode() for i in range(20)])
-    plan = c.write("reorder.json", json.dumps({"version": 1, "partitions": [{"topic": t, "partition": 0,
-                                                                             "replicas": [2, 1]}]}))
+    plan = c.write(
+        "reorder.json", json.dumps({"version": 1, "partitions": [{"topic": t, "partition": 0, "replicas": [2, 1]}]})
+    )
     reassigned(c, t, plan)  # the same replicas, 2 now preferred; 1 keeps the leadership
     leader, replicas, _ = replicas_line(c, t)
     c.expect(replicas == ["2", "1"] and leader == 1, "before the election: Replicas 2,1 with Leader 1")
     out = c.kt("kafka-leader-election", "--election-type", "preferred", "--topic", t, "--partition", "0").out
     c.expect_in(out, f"Successfully completed leader election (PREFERRED) for partitions {t}-0")
-    c.until("--describe after the election: Leader 2 (the preferred replica)",
-            lambda: replicas_line(c, t)[0] == 2)
+    c.until("--describe after the election: Leader 2 (the preferred replica)", lambda: replicas_line(c, t)[0] == 2)
 
 
 @case("kafka-reassign-partitions --execute/--verify with log_dirs (a replica between log directories)", short=True)
@@ -933,6 +1191,7 @@ def reassign_log_dirs(c: Ctx) -> None:
     are all still readable, and on three nodes the moved follower keeps replicating (back in
     the ISR after more records)."""
     from confluent_kafka import Consumer, TopicPartition
+
     t = c.name("jbod")
     c.create_topic(t)
     values = [f"r{i}".encode() * 50 for i in range(2000)]
@@ -944,22 +1203,52 @@ def reassign_log_dirs(c: Ctx) -> None:
     c.expect(here is not None, f"{t}-0's directory on broker {mover}")
     src = here.parent  # type: ignore[union-attr]
     dest = next(Path(d) for d in c.run.target.log_dirs[mover - 1] if Path(d).resolve() != src.resolve())
-    plan = c.write("jbod.json", json.dumps({"version": 1, "partitions": [{
-        "topic": t, "partition": 0, "replicas": replicas,
-        "log_dirs": [str(dest.resolve()) if r == mover else "any" for r in replicas]}]}))
+    plan = c.write(
+        "jbod.json",
+        json.dumps(
+            {
+                "version": 1,
+                "partitions": [
+                    {
+                        "topic": t,
+                        "partition": 0,
+                        "replicas": replicas,
+                        "log_dirs": [str(dest.resolve()) if r == mover else "any" for r in replicas],
+                    }
+                ],
+            }
+        ),
+    )
     out = c.kt("kafka-reassign-partitions", "--reassignment-json-file", plan, "--execute").out
-    c.expect_in(out, f"Successfully started moving log directory to {dest.resolve()} for replica {t}-0 with broker {mover}")
-    c.until(f"--verify: 'Reassignment of replica {t}-0-{mover} completed successfully.'", lambda: (
-        f"Reassignment of replica {t}-0-{mover} completed successfully." in
-        c.kt("kafka-reassign-partitions", "--reassignment-json-file", plan, "--verify").out), tries=30, pause=1.0)
-    c.until(f"{t}-0 in {dest} and no longer in {src} on broker {mover}", lambda: (
-        (lambda d: d is not None and d.parent.resolve() == dest.resolve())(c.replica_dir(mover, t, 0))
-        and not (src / f"{t}-0").exists()), tries=20, pause=0.5)
+    c.expect_in(
+        out, f"Successfully started moving log directory to {dest.resolve()} for replica {t}-0 with broker {mover}"
+    )
+    c.until(
+        f"--verify: 'Reassignment of replica {t}-0-{mover} completed successfully.'",
+        lambda: (
+            f"Reassignment of replica {t}-0-{mover} completed successfully."
+            in c.kt("kafka-reassign-partitions", "--reassignment-json-file", plan, "--verify").out
+        ),
+        tries=30,
+        pause=1.0,
+    )
+    c.until(
+        f"{t}-0 in {dest} and no longer in {src} on broker {mover}",
+        lambda: (
+            (lambda d: d is not None and d.parent.resolve() == dest.resolve())(c.replica_dir(mover, t, 0))
+            and not (src / f"{t}-0").exists()
+        ),
+        tries=20,
+        pause=0.5,
+    )
     c.produce(t, values[1000:])
     if c.n > 1:
-        c.until(f"broker {mover}'s moved replica in the ISR after 1000 more records", lambda: (
-            sorted(c.run.admin.list_topics(t, timeout=10).topics[t].partitions[0].isrs) == sorted(replicas)),
-            tries=30, pause=0.5)
+        c.until(
+            f"broker {mover}'s moved replica in the ISR after 1000 more records",
+            lambda: sorted(c.run.admin.list_topics(t, timeout=10).topics[t].partitions[0].isrs) == sorted(replicas),
+            tries=30,
+            pause=0.5,
+        )
     cons = Consumer({"bootstrap.servers": c.bs, "group.id": c.name("jbod-reader"), "enable.auto.commit": False})
     cons.assign([TopicPartition(t, 0, 0)])
     got: list[bytes] = []
@@ -977,33 +1266,47 @@ def reassign_generate(c: Ctx) -> None:
     t = c.name("planned")
     c.create_topic(t, 3, rf=2)
     topics = c.write("topics-to-move.json", json.dumps({"version": 1, "topics": [{"topic": t}]}))
-    out = c.kt("kafka-reassign-partitions", "--topics-to-move-json-file", topics, "--broker-list", "1,2,3",
-               "--generate").out
-    m = re.search(r"Current partition replica assignment\s*\n(\{.*\})\s*\n+Proposed partition reassignment "
-                  r"configuration\s*\n(\{.*\})", out)
+    out = c.kt(
+        "kafka-reassign-partitions", "--topics-to-move-json-file", topics, "--broker-list", "1,2,3", "--generate"
+    ).out
+    m = re.search(
+        r"Current partition replica assignment\s*\n(\{.*\})\s*\n+Proposed partition reassignment "
+        r"configuration\s*\n(\{.*\})",
+        out,
+    )
     c.expect(m, "the current assignment and a proposed one, each as JSON")
     current, proposed = json.loads(m.group(1)), json.loads(m.group(2))  # type: ignore[union-attr]
     t_md = c.run.admin.list_topics(t, timeout=10).topics[t]
-    c.expect({p["partition"]: p["replicas"] for p in current["partitions"]} ==
-             {p: md.replicas for p, md in t_md.partitions.items()}, "the current assignment as Metadata has it")
-    c.expect(sorted(p["partition"] for p in proposed["partitions"]) == [0, 1, 2] and all(
-        len(set(p["replicas"])) == 2 and set(p["replicas"]) <= {1, 2, 3} for p in proposed["partitions"]),
-        "a proposal for partitions 0..2, two distinct replicas each among brokers 1, 2, 3")
+    c.expect(
+        {p["partition"]: p["replicas"] for p in current["partitions"]}
+        == {p: md.replicas for p, md in t_md.partitions.items()},
+        "the current assignment as Metadata has it",
+    )
+    c.expect(
+        sorted(p["partition"] for p in proposed["partitions"]) == [0, 1, 2]
+        and all(len(set(p["replicas"])) == 2 and set(p["replicas"]) <= {1, 2, 3} for p in proposed["partitions"]),
+        "a proposal for partitions 0..2, two distinct replicas each among brokers 1, 2, 3",
+    )
 
 
 @case("kafka-reassign-partitions --execute/--verify", sizes=(3,))
 def reassign_execute(c: Ctx) -> None:
     from confluent_kafka import Consumer, TopicPartition
+
     t = c.name("moved")
     c.create_topic(t, assignment=[[1, 2]])
     c.produce(t, [str(i).encode() for i in range(100)])
-    plan = c.write("move.json", json.dumps({"version": 1, "partitions": [{"topic": t, "partition": 0,
-                                                                          "replicas": [3, 2]}]}))
+    plan = c.write(
+        "move.json", json.dumps({"version": 1, "partitions": [{"topic": t, "partition": 0, "replicas": [3, 2]}]})
+    )
     reassigned(c, t, plan)
-    c.until("--describe after the move: Replicas 3,2 and both in the ISR", lambda: (
-        (lambda r: r[1] == ["3", "2"] and sorted(r[2]) == ["2", "3"])(replicas_line(c, t))))
-    c.until(f"{t}-0's copy gone from broker 1's log directory",
-            lambda: c.replica_dir(1, t, 0) is None, tries=20, pause=0.5)
+    c.until(
+        "--describe after the move: Replicas 3,2 and both in the ISR",
+        lambda: (lambda r: r[1] == ["3", "2"] and sorted(r[2]) == ["2", "3"])(replicas_line(c, t)),
+    )
+    c.until(
+        f"{t}-0's copy gone from broker 1's log directory", lambda: c.replica_dir(1, t, 0) is None, tries=20, pause=0.5
+    )
     on3 = c.replica_dir(3, t, 0)
     c.expect(on3 is not None and segments(on3), f"{t}-0's segments on broker 3")
     cons = Consumer({"bootstrap.servers": c.bs, "group.id": c.name("moved-reader"), "enable.auto.commit": False})
@@ -1025,8 +1328,10 @@ def reassign_execute(c: Ctx) -> None:
 def transactions(c: Ctx) -> tuple[str, str, str]:
     """A topic with a committed transaction (tx id 'kt-tx-done', 5 records) and an open one
     ('kt-tx-open', 1 record, left open until the run ends)."""
+
     def build(c: Ctx) -> tuple[str, str, str]:
         from confluent_kafka import Producer
+
         t, done, open_ = c.name("transactional"), c.name("tx-done"), c.name("tx-open")
         c.create_topic(t)
         p = Producer({"bootstrap.servers": c.bs, "transactional.id": done})
@@ -1043,6 +1348,7 @@ def transactions(c: Ctx) -> tuple[str, str, str]:
         c.expect(q.flush(30) == 0, "set-up: the open transaction's record delivered")
         c.run.closers.append(lambda: q.abort_transaction(30))
         return t, done, open_
+
     return c.fixture("transactions", build)  # type: ignore[return-value]
 
 
@@ -1059,8 +1365,10 @@ def transactions_list(c: Ctx) -> None:
 def transactions_describe(c: Ctx) -> None:
     t, _, open_ = transactions(c)
     out = rows(c.kt("kafka-transactions", "describe", "--transactional-id", open_).out)
-    c.expect(len(out) == 2 and out[1][1] == open_ and out[1][4] == "Ongoing" and out[1][-1] == f"{t}-0",
-             f"{open_}: Ongoing, with {t}-0 among its TopicPartitions")
+    c.expect(
+        len(out) == 2 and out[1][1] == open_ and out[1][4] == "Ongoing" and out[1][-1] == f"{t}-0",
+        f"{open_}: Ongoing, with {t}-0 among its TopicPartitions",
+    )
 
 
 @case("kafka-transactions describe-producers")
@@ -1068,8 +1376,11 @@ def transactions_producers(c: Ctx) -> None:
     t, _, _ = transactions(c)
     out = rows(c.kt("kafka-transactions", "describe-producers", "--topic", t, "--partition", "0").out)
     starts = sorted(r[-1] for r in out[1:])
-    c.expect(starts == ["6", "None"], "two producers: the committed one (CurrentTransactionStartOffset None) and the "
-                                      "open one (its transaction starting at offset 6, after 5 records and a marker)")
+    c.expect(
+        starts == ["6", "None"],
+        "two producers: the committed one (CurrentTransactionStartOffset None) and the "
+        "open one (its transaction starting at offset 6, after 5 records and a marker)",
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -1078,21 +1389,41 @@ def transactions_producers(c: Ctx) -> None:
 
 @case("kafka-client-metrics --alter/--describe")
 def client_metrics(c: Ctx) -> None:
-    r = c.kt("kafka-client-metrics", "--alter", "--name", "kt-metrics", "--metrics",
-             "org.apache.kafka.producer.,org.apache.kafka.consumer.coordinator.rebalance.latency.max",
-             "--interval", "60000", "--match", "client_id=app1")
+    r = c.kt(
+        "kafka-client-metrics",
+        "--alter",
+        "--name",
+        "kt-metrics",
+        "--metrics",
+        "org.apache.kafka.producer.,org.apache.kafka.consumer.coordinator.rebalance.latency.max",
+        "--interval",
+        "60000",
+        "--match",
+        "client_id=app1",
+    )
     c.expect_in(r.out, "Altered client metrics config for kt-metrics.")
     d = c.kt("kafka-client-metrics", "--describe", "--name", "kt-metrics").out
     c.expect_in(d, "Client metrics configs for kt-metrics are:")
-    for line in ("interval.ms=60000", "match=client_id=app1",
-                 "metrics=org.apache.kafka.producer.,org.apache.kafka.consumer.coordinator.rebalance.latency.max"):
+    for line in (
+        "interval.ms=60000",
+        "match=client_id=app1",
+        "metrics=org.apache.kafka.producer.,org.apache.kafka.consumer.coordinator.rebalance.latency.max",
+    ):
         c.expect_re(d, rf"^\s+{re.escape(line)}$", f"--describe: {line}")
 
 
 @case("kafka-client-metrics --list")
 def client_metrics_list(c: Ctx) -> None:
-    c.kt("kafka-client-metrics", "--alter", "--name", "kt-listed", "--metrics", "org.apache.kafka.producer.",
-         "--interval", "30000")
+    c.kt(
+        "kafka-client-metrics",
+        "--alter",
+        "--name",
+        "kt-listed",
+        "--metrics",
+        "org.apache.kafka.producer.",
+        "--interval",
+        "30000",
+    )
     out = c.kt("kafka-client-metrics", "--list").out.split()
     c.expect("kt-listed" in out, "--list to name kt-listed")
 
@@ -1105,21 +1436,37 @@ def client_metrics_list(c: Ctx) -> None:
 def dump_records(c: Ctx) -> None:
     t = c.name("dumped")
     c.create_topic(t)
-    c.produce(t, [f"value-{i}".encode() for i in range(20)], keys=[f"key-{i}".encode() for i in range(20)],
-              **{"compression.type": "lz4", "linger.ms": 50})
+    c.produce(
+        t,
+        [f"value-{i}".encode() for i in range(20)],
+        keys=[f"key-{i}".encode() for i in range(20)],
+        **{"compression.type": "lz4", "linger.ms": 50},
+    )
     seg = segments(c.partition_dir(t, 0))
     c.expect(seg, f"a segment file (00000000000000000000.log) in {t}-0's directory on its leader")
     out = c.tool("kafka-dump-log", "--files", str(seg[0]), "--print-data-log", "--deep-iteration").out
     c.expect_in(out, "Log starting offset: 0")
-    batches = re.findall(r"^baseOffset: (\d+) lastOffset: (\d+) count: (\d+) .*compresscodec: (\S+) crc: \d+ "
-                         r"isvalid: (\w+)$", out, re.M)
-    c.expect(batches and all(codec == "lz4" and valid == "true" for *_, codec, valid in batches),
-             "every batch lz4-compressed with a valid CRC (isvalid: true)")
+    batches = re.findall(
+        r"^baseOffset: (\d+) lastOffset: (\d+) count: (\d+) .*compresscodec: (\S+) crc: \d+ "
+        r"isvalid: (\w+)$",
+        out,
+        re.M,
+    )
+    c.expect(
+        batches and all(codec == "lz4" and valid == "true" for *_, codec, valid in batches),
+        "every batch lz4-compressed with a valid CRC (isvalid: true)",
+    )
     c.expect(sum(int(n) for _, _, n, _, _ in batches) == 20, "20 records counted over the batches")
-    recs = re.findall(r"^\| offset: (\d+) CreateTime: \d+ keySize: \d+ valueSize: \d+ sequence: -?\d+ headerKeys: "
-                      r"\[\] key: (\S+) payload: (\S+)$", out, re.M)
-    c.expect(recs == [(str(i), f"key-{i}", f"value-{i}") for i in range(20)],
-             "records 0..19 in order, each with its key and value")
+    recs = re.findall(
+        r"^\| offset: (\d+) CreateTime: \d+ keySize: \d+ valueSize: \d+ sequence: -?\d+ headerKeys: "
+        r"\[\] key: (\S+) payload: (\S+)$",
+        out,
+        re.M,
+    )
+    c.expect(
+        recs == [(str(i), f"key-{i}", f"value-{i}") for i in range(20)],
+        "records 0..19 in order, each with its key and value",
+    )
 
 
 @case("kafka-dump-log (transaction markers)")
@@ -1128,8 +1475,11 @@ def dump_markers(c: Ctx) -> None:
     seg = segments(c.partition_dir(t, 0))
     c.expect(seg, f"a segment file in {t}-0's directory on its leader")
     out = c.tool("kafka-dump-log", "--files", str(seg[0]), "--print-data-log", "--deep-iteration").out
-    c.expect_re(out, r"^baseOffset: 0 lastOffset: 4 count: 5 .*isTransactional: true isControl: false",
-                "a transactional batch of offsets 0..4")
+    c.expect_re(
+        out,
+        r"^baseOffset: 0 lastOffset: 4 count: 5 .*isTransactional: true isControl: false",
+        "a transactional batch of offsets 0..4",
+    )
     c.expect_re(out, r"^\| offset: 5 .*endTxnMarker: COMMIT coordinatorEpoch: \d+$", "a COMMIT marker at offset 5")
     c.expect_re(out, r"^\| offset: 6 .*payload: open$", "the open transaction's record at offset 6")
 
@@ -1162,23 +1512,33 @@ def dump_transaction_log(c: Ctx) -> None:
     segs = file_holding(c, "__transaction_state", done.encode())
     out = c.tool("kafka-dump-log", "--files", ",".join(map(str, segs)), "--transaction-log-decoder").out
     key = json.dumps({"type": "0", "data": {"transactionalId": done}}, separators=(",", ":"))
-    states = [json.loads(p)["data"]["transactionStatus"] for p in
-              re.findall(rf"key: {re.escape(key)} payload: (\{{.*\}})$", out, re.M)]
-    c.expect(states and states[-1] == "CompleteCommit" and "Ongoing" in states,
-             f"{done}'s transaction log records, Ongoing then (last) CompleteCommit")
+    states = [
+        json.loads(p)["data"]["transactionStatus"]
+        for p in re.findall(rf"key: {re.escape(key)} payload: (\{{.*\}})$", out, re.M)
+    ]
+    c.expect(
+        states and states[-1] == "CompleteCommit" and "Ongoing" in states,
+        f"{done}'s transaction log records, Ongoing then (last) CompleteCommit",
+    )
 
 
 def rolled_segment(c: Ctx) -> Path:
     """A partition with a rolled segment (segment.bytes 1 MiB, 1500 records of 1 kB in ~16 kB
     batches): its first segment, no longer active, with both indexes written."""
+
     def build(c: Ctx) -> Path:
         t = c.name("rolled")
         c.create_topic(t, config={"segment.bytes": "1048576"})
-        c.produce(t, [b"x" * 1000] * 1500, keys=[str(i).encode() for i in range(1500)],
-                  **{"batch.size": 16384, "compression.type": "none"})
+        c.produce(
+            t,
+            [b"x" * 1000] * 1500,
+            keys=[str(i).encode() for i in range(1500)],
+            **{"batch.size": 16384, "compression.type": "none"},
+        )
         pdir = c.partition_dir(t, 0)
         c.expect(len(segments(pdir)) >= 2, f"set-up: {t}-0 rolled to a second segment")
         return segments(pdir)[0]
+
     return c.fixture("rolled segment", build)  # type: ignore[return-value]
 
 
@@ -1200,8 +1560,10 @@ def dump_time_index(c: Ctx) -> None:
     c.expect(index.exists(), f"{index.name} next to {log.name}")
     out = c.tool("kafka-dump-log", "--files", str(index)).all  # mismatches are printed on stderr
     c.expect(re.search(r"^timestamp: \d+ offset: \d+$", out, re.M), "time index entries")
-    c.expect("Indexed offset" not in out and "timestamp mismatch" not in out.lower(),
-             "no entry that differs from the batch it points at")
+    c.expect(
+        "Indexed offset" not in out and "timestamp mismatch" not in out.lower(),
+        "no entry that differs from the batch it points at",
+    )
     out = c.tool("kafka-dump-log", "--files", f"{log.with_suffix('.index')},{index}", "--index-sanity-check").out
     c.expect(out.count("passed sanity check") == 2, "--index-sanity-check: both indexes pass")
 
@@ -1212,11 +1574,17 @@ def dump_metadata(c: Ctx) -> None:
     c.create_topic(t)
     mdir = c.data_dir(1) / "__cluster_metadata-0"
     segs = segments(mdir)
-    c.expect(segs, f"a segment of the metadata log in {mdir.name} (files there: "
-                   f"{sorted(p.name for p in mdir.iterdir()) if mdir.is_dir() else 'none'})")
+    c.expect(
+        segs,
+        f"a segment of the metadata log in {mdir.name} (files there: "
+        f"{sorted(p.name for p in mdir.iterdir()) if mdir.is_dir() else 'none'})",
+    )
     out = c.tool("kafka-dump-log", "--files", ",".join(map(str, segs)), "--cluster-metadata-decoder").out
-    c.expect_re(out, rf'payload: \{{"type":"TOPIC_RECORD","version":\d+,"data":\{{"name":"{t}","topicId":"[^"]+"\}}\}}',
-                f"a TOPIC_RECORD naming {t}")
+    c.expect_re(
+        out,
+        rf'payload: \{{"type":"TOPIC_RECORD","version":\d+,"data":\{{"name":"{t}","topicId":"[^"]+"\}}\}}',
+        f"a TOPIC_RECORD naming {t}",
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -1226,31 +1594,65 @@ def dump_metadata(c: Ctx) -> None:
 @case("kafka-acls --add/--list/--remove")
 def acls(c: Ctx) -> None:
     topic = c.name("orders")
-    r = c.kt("kafka-acls", "--add", "--allow-principal", "User:alice", "--operation", "Read", "--operation", "Describe",
-             "--topic", topic)
-    c.expect_in(r.out, f"Adding ACLs for resource `ResourcePattern(resourceType=TOPIC, name={topic}, patternType=LITERAL)`")
+    r = c.kt(
+        "kafka-acls",
+        "--add",
+        "--allow-principal",
+        "User:alice",
+        "--operation",
+        "Read",
+        "--operation",
+        "Describe",
+        "--topic",
+        topic,
+    )
+    c.expect_in(
+        r.out, f"Adding ACLs for resource `ResourcePattern(resourceType=TOPIC, name={topic}, patternType=LITERAL)`"
+    )
     out = c.kt("kafka-acls", "--list", "--topic", topic).out
     for op in ("READ", "DESCRIBE"):
-        c.expect_in(out, f"(principal=User:alice, host=*, operation={op}, permissionType=ALLOW)",
-                    f"--list --topic {topic}: alice's {op} ALLOW")
-    c.kt("kafka-acls", "--remove", "--allow-principal", "User:alice", "--operation", "Read", "--topic", topic, "--force")
+        c.expect_in(
+            out,
+            f"(principal=User:alice, host=*, operation={op}, permissionType=ALLOW)",
+            f"--list --topic {topic}: alice's {op} ALLOW",
+        )
+    c.kt(
+        "kafka-acls", "--remove", "--allow-principal", "User:alice", "--operation", "Read", "--topic", topic, "--force"
+    )
     out = c.kt("kafka-acls", "--list", "--topic", topic).out
-    c.expect("operation=READ" not in out and "operation=DESCRIBE" in out,
-             f"--list after --remove: alice's DESCRIBE on {topic} left, READ gone")
+    c.expect(
+        "operation=READ" not in out and "operation=DESCRIBE" in out,
+        f"--list after --remove: alice's DESCRIBE on {topic} left, READ gone",
+    )
 
 
 @case("kafka-acls --producer/--consumer")
 def acls_convenience(c: Ctx) -> None:
     topic, group, txid = c.name("events"), c.name("readers"), c.name("tx")
-    c.kt("kafka-acls", "--add", "--allow-principal", "User:dave", "--producer", "--topic", topic,
-         "--transactional-id", txid)
+    c.kt(
+        "kafka-acls",
+        "--add",
+        "--allow-principal",
+        "User:dave",
+        "--producer",
+        "--topic",
+        topic,
+        "--transactional-id",
+        txid,
+    )
     c.kt("kafka-acls", "--add", "--allow-principal", "User:erin", "--consumer", "--topic", topic, "--group", group)
     out = c.kt("kafka-acls", "--list", "--principal", "User:dave").out
-    for rt, name, ops in (("TOPIC", topic, ("WRITE", "DESCRIBE", "CREATE")), ("TRANSACTIONAL_ID", txid, ("WRITE", "DESCRIBE"))):
+    for rt, name, ops in (
+        ("TOPIC", topic, ("WRITE", "DESCRIBE", "CREATE")),
+        ("TRANSACTIONAL_ID", txid, ("WRITE", "DESCRIBE")),
+    ):
         c.expect_in(out, f"ResourcePattern(resourceType={rt}, name={name}, patternType=LITERAL)")
         for op in ops:
-            c.expect_in(out, f"(principal=User:dave, host=*, operation={op}, permissionType=ALLOW)",
-                        f"--list --principal User:dave: {op} on {rt} {name}")
+            c.expect_in(
+                out,
+                f"(principal=User:dave, host=*, operation={op}, permissionType=ALLOW)",
+                f"--list --principal User:dave: {op} on {rt} {name}",
+            )
     out = c.kt("kafka-acls", "--list", "--principal", "User:erin").out
     c.expect_in(out, f"ResourcePattern(resourceType=GROUP, name={group}, patternType=LITERAL)")
     c.expect("User:dave" not in out, "--list --principal User:erin: erin's ACLs only")
@@ -1259,12 +1661,24 @@ def acls_convenience(c: Ctx) -> None:
 @case("kafka-delegation-tokens --create (PLAINTEXT listener)")
 def delegation_tokens(c: Ctx) -> None:
     conf = c.write("token-client.properties", "client.id=kafka-tools-suite\n")
-    r = c.kt("kafka-delegation-tokens", "--command-config", conf, "--create", "--max-life-time-period", "-1",
-             "--renewer-principal", "User:bob", rc=None)
+    r = c.kt(
+        "kafka-delegation-tokens",
+        "--command-config",
+        conf,
+        "--create",
+        "--max-life-time-period",
+        "-1",
+        "--renewer-principal",
+        "User:bob",
+        rc=None,
+    )
     c.expect(r.rc != 0, "a refusal (non-zero exit): no token over a PLAINTEXT listener")
-    c.expect_in(r.all, "Delegation Token requests are not allowed on PLAINTEXT",
-                "the refusal Kafka gives on PLAINTEXT: 'Delegation Token requests are not allowed on PLAINTEXT/1-way "
-                "SSL channels'")
+    c.expect_in(
+        r.all,
+        "Delegation Token requests are not allowed on PLAINTEXT",
+        "the refusal Kafka gives on PLAINTEXT: 'Delegation Token requests are not allowed on PLAINTEXT/1-way "
+        "SSL channels'",
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -1272,6 +1686,7 @@ def delegation_tokens(c: Ctx) -> None:
 
 def run(target, short: bool, workdir: str) -> list[Outcome]:
     from benches.peers.kafka import install
+
     state = Run(target, workdir, install())
     outcomes: list[Outcome] = []
     try:

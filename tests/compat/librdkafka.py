@@ -63,16 +63,26 @@ import time
 import urllib.request
 from pathlib import Path
 
-from tests.compat import brokers as _brokers  # noqa: F401  (puts benches/ on sys.path)
 from benches.peers.common import one_at_a_time
+from tests.compat import brokers as _brokers  # noqa: F401  (puts benches/ on sys.path)
 from tests.compat.results import RESULTS, Outcome
 
 VERSION = "2.8.0"
 URL = f"http://deb.debian.org/debian/pool/main/libr/librdkafka/librdkafka_{VERSION}.orig.tar.gz"
 SHA256 = "5bd1c46f63265f31c6bfcedcde78703f77d28238eadf23821c2b43fc30be3e25"
 # Build-Depends of Debian's librdkafka source package, plus the compilers
-DEBIAN_DEPS = ("build-essential", "pkgconf", "libcurl4-openssl-dev", "liblz4-dev", "libsasl2-dev",
-               "libssl-dev", "libzstd-dev", "python3", "rapidjson-dev", "zlib1g-dev")
+DEBIAN_DEPS = (
+    "build-essential",
+    "pkgconf",
+    "libcurl4-openssl-dev",
+    "liblz4-dev",
+    "libsasl2-dev",
+    "libssl-dev",
+    "libzstd-dev",
+    "python3",
+    "rapidjson-dev",
+    "zlib1g-dev",
+)
 
 
 def cache_dir() -> Path:
@@ -103,8 +113,10 @@ def _missing_debs() -> list[str]:
 
 def _install_debs() -> None:
     if not shutil.which("dpkg-query") or not shutil.which("apt-get"):
-        raise RuntimeError("librdkafka suite: building librdkafka needs Debian's dpkg-query and apt-get "
-                           f"(to install {' '.join(DEBIAN_DEPS)})")
+        raise RuntimeError(
+            "librdkafka suite: building librdkafka needs Debian's dpkg-query and apt-get "
+            f"(to install {' '.join(DEBIAN_DEPS)})"
+        )
     missing = _missing_debs()
     if not missing:
         return
@@ -114,8 +126,9 @@ def _install_debs() -> None:
     for cmd in ([*sudo, "apt-get", "update", "-qq"], [*sudo, "apt-get", "install", "-y", "-qq", *missing]):
         r = subprocess.run(cmd, env=env, capture_output=True, text=True)
         if r.returncode != 0:
-            raise RuntimeError(f"librdkafka suite: `{' '.join(cmd)}` failed ({r.returncode}): "
-                               f"{(r.stdout + r.stderr)[-2000:]}")
+            raise RuntimeError(
+                f"librdkafka suite: `{' '.join(cmd)}` failed ({r.returncode}): {(r.stdout + r.stderr)[-2000:]}"
+            )
     still = _missing_debs()
     if still:
         raise RuntimeError(f"librdkafka suite: Debian packages still missing after apt-get: {' '.join(still)}")
@@ -135,8 +148,7 @@ def _make(args: list[str], cwd: Path, log: Path) -> None:
         r = subprocess.run(args, cwd=cwd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     if r.returncode != 0:
         tail = log.read_text(errors="replace")[-3000:]
-        raise RuntimeError(f"librdkafka suite: `{' '.join(args)}` failed ({r.returncode}); "
-                           f"log {log}:\n{tail}")
+        raise RuntimeError(f"librdkafka suite: `{' '.join(args)}` failed ({r.returncode}); log {log}:\n{tail}")
 
 
 @one_at_a_time(lambda: cache_dir() / ".prepare.lock")
@@ -186,35 +198,106 @@ def prepare(short: bool) -> dict:
 # The test-runner's broker tests in quick mode (-Q), by name; one test-runner invocation per
 # number (TESTS=<number> selects every variant of a number; the summary gives each one's state).
 TESTS = (
-    "0001_multiobj", "0002_unkpart", "0003_msgmaxsize", "0005_order", "0007_autotopic",
-    "0008_reqacks", "0011_produce_batch", "0012_produce_consume", "0013_null_msgs",
-    "0014_reconsume_191", "0015_offsets_seek", "0016_client_swname", "0017_compression",
-    "0018_cgrp_term", "0019_list_groups", "0020_destroy_hang", "0021_rkt_destroy",
-    "0022_consume_batch", "0026_consume_pause", "0029_assign_offset", "0030_offset_commit",
-    "0031_get_offsets", "0033_regex_subscribe", "0034_offset_reset", "0035_api_version",
-    "0036_partial_fetch", "0038_performance", "0039_event_dr", "0040_io_event",
-    "0041_fetch_max_bytes", "0042_many_topics", "0044_partition_cnt", "0045_subscribe_update",
-    "0048_partitioner", "0050_subscribe_adds", "0051_assign_adds", "0052_msg_timestamps",
-    "0053_stats", "0054_offset_time", "0055_producer_latency", "0056_balanced_group_mt",
-    "0057_invalid_topic", "0059_bsearch", "0060_op_prio", "0061_consumer_lag", "0063_clusterid",
-    "0064_interceptors", "0065_yield", "0067_empty_topic", "0069_consumer_add_parts",
-    "0070_null_empty", "0073_headers", "0077_compaction", "0081_admin", "0082_fetch_max_bytes",
-    "0083_cb_event", "0084_destroy_flags", "0085_headers", "0086_purge_remote",
-    "0089_max_poll_interval", "0090_idempotence", "0091_max_poll_interval_timeout",
-    "0092_mixed_msgver", "0093_holb_consumer", "0098_consumer_txn", "0099_commit_metadata",
-    "0102_static_group_rebalance", "0103_transactions", "0109_auto_create_topics",
-    "0110_batch_size", "0112_assign_unknown_part", "0113_cooperative_rebalance",
-    "0114_sticky_partitioning", "0115_producer_auth", "0118_commit_rebalance",
-    "0119_consumer_auth", "0122_buffer_cleaning_after_rebalance", "0123_connections_max_idle",
-    "0125_immediate_flush", "0127_fetch_queue_backoff", "0129_fetch_aborted_msgs",
-    "0130_store_offsets", "0132_strategy_ordering", "0137_barrier_batch_consume",
+    "0001_multiobj",
+    "0002_unkpart",
+    "0003_msgmaxsize",
+    "0005_order",
+    "0007_autotopic",
+    "0008_reqacks",
+    "0011_produce_batch",
+    "0012_produce_consume",
+    "0013_null_msgs",
+    "0014_reconsume_191",
+    "0015_offsets_seek",
+    "0016_client_swname",
+    "0017_compression",
+    "0018_cgrp_term",
+    "0019_list_groups",
+    "0020_destroy_hang",
+    "0021_rkt_destroy",
+    "0022_consume_batch",
+    "0026_consume_pause",
+    "0029_assign_offset",
+    "0030_offset_commit",
+    "0031_get_offsets",
+    "0033_regex_subscribe",
+    "0034_offset_reset",
+    "0035_api_version",
+    "0036_partial_fetch",
+    "0038_performance",
+    "0039_event_dr",
+    "0040_io_event",
+    "0041_fetch_max_bytes",
+    "0042_many_topics",
+    "0044_partition_cnt",
+    "0045_subscribe_update",
+    "0048_partitioner",
+    "0050_subscribe_adds",
+    "0051_assign_adds",
+    "0052_msg_timestamps",
+    "0053_stats",
+    "0054_offset_time",
+    "0055_producer_latency",
+    "0056_balanced_group_mt",
+    "0057_invalid_topic",
+    "0059_bsearch",
+    "0060_op_prio",
+    "0061_consumer_lag",
+    "0063_clusterid",
+    "0064_interceptors",
+    "0065_yield",
+    "0067_empty_topic",
+    "0069_consumer_add_parts",
+    "0070_null_empty",
+    "0073_headers",
+    "0077_compaction",
+    "0081_admin",
+    "0082_fetch_max_bytes",
+    "0083_cb_event",
+    "0084_destroy_flags",
+    "0085_headers",
+    "0086_purge_remote",
+    "0089_max_poll_interval",
+    "0090_idempotence",
+    "0091_max_poll_interval_timeout",
+    "0092_mixed_msgver",
+    "0093_holb_consumer",
+    "0098_consumer_txn",
+    "0099_commit_metadata",
+    "0102_static_group_rebalance",
+    "0103_transactions",
+    "0109_auto_create_topics",
+    "0110_batch_size",
+    "0112_assign_unknown_part",
+    "0113_cooperative_rebalance",
+    "0114_sticky_partitioning",
+    "0115_producer_auth",
+    "0118_commit_rebalance",
+    "0119_consumer_auth",
+    "0122_buffer_cleaning_after_rebalance",
+    "0123_connections_max_idle",
+    "0125_immediate_flush",
+    "0127_fetch_queue_backoff",
+    "0129_fetch_aborted_msgs",
+    "0130_store_offsets",
+    "0132_strategy_ordering",
+    "0137_barrier_batch_consume",
     "0140_commit_metadata",
 )
 
 SHORT_TESTS = (
-    "0001_multiobj", "0012_produce_consume", "0017_compression", "0019_list_groups",
-    "0031_get_offsets", "0035_api_version", "0063_clusterid", "0073_headers", "0090_idempotence",
-    "0099_commit_metadata", "0129_fetch_aborted_msgs", "0130_store_offsets",
+    "0001_multiobj",
+    "0012_produce_consume",
+    "0017_compression",
+    "0019_list_groups",
+    "0031_get_offsets",
+    "0035_api_version",
+    "0063_clusterid",
+    "0073_headers",
+    "0090_idempotence",
+    "0099_commit_metadata",
+    "0129_fetch_aborted_msgs",
+    "0130_store_offsets",
 )
 
 # tests that create their topics with replication factor 3 (the suite's reference cluster is
@@ -233,14 +316,30 @@ JAVA_PROGRAMS = ("TransactionProducerCli", "IncrementalRebalanceCli")
 # with SUB_TEST() (not SUB_TEST_QUICK()), which quick mode passes over, leaving a "pass" that ran
 # nothing (0022: its main sub-test); these run in the suite's normal mode (0113 keeps its 4 quick
 # sub-tests of 25: normal mode would take it past 10 minutes)
-NOT_QUICK = {"0018", "0019", "0022", "0026", "0045", "0050", "0061", "0082", "0089", "0102",
-             "0122", "0127", "0132", "0137"}
+NOT_QUICK = {
+    "0018",
+    "0019",
+    "0022",
+    "0026",
+    "0045",
+    "0050",
+    "0061",
+    "0082",
+    "0089",
+    "0102",
+    "0122",
+    "0127",
+    "0132",
+    "0137",
+}
 # Every test runs as on the suite's own CI (CI set: a timing bound only warns, test timeouts x3,
 # as upstream's CI judges them on shared machines), but for 0055, which skips itself there
 # (its latency bounds are the test)
 NOT_CI = {"0055"}
-KAFKA_TOOLS = {"kafka-topics.sh": "org.apache.kafka.tools.TopicCommand",
-               "kafka-acls.sh": "org.apache.kafka.tools.AclCommand"}
+KAFKA_TOOLS = {
+    "kafka-topics.sh": "org.apache.kafka.tools.TopicCommand",
+    "kafka-acls.sh": "org.apache.kafka.tools.AclCommand",
+}
 
 # TEST_KAFKA_VERSION for both brokers: the Kafka version whose protocol specs logbroker's codec
 # is generated from (docs/protocol.md); the suite's version gates stop at 3.8, so Kafka 4.4.0
@@ -263,11 +362,18 @@ def broker_settings(nodes: int) -> dict[str, str]:
     without an authorizer: Kafka's controllers refuse each other's Vote requests as
     User:ANONYMOUS until the authorizer has loaded (AuthorizerNotReadyException), which only a
     super user passes, and the tests run there need no ACL."""
-    s = {"auto.create.topics.enable": "true", "num.partitions": "4", "delete.topic.enable": "true",
-         "group.initial.rebalance.delay.ms": "3000"}
+    s = {
+        "auto.create.topics.enable": "true",
+        "num.partitions": "4",
+        "delete.topic.enable": "true",
+        "group.initial.rebalance.delay.ms": "3000",
+    }
     if nodes == 1:
-        s |= {"authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
-              "allow.everyone.if.no.acl.found": "true", "super.users": "User:admin"}
+        s |= {
+            "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+            "allow.everyone.if.no.acl.found": "true",
+            "super.users": "User:admin",
+        }
     return s
 
 
@@ -299,14 +405,16 @@ def _java_programs(run_dir: Path) -> None:
     classes = run_dir.parent / "java-classes"
     classes.mkdir(exist_ok=True)
     srcs = [str(_src() / "tests" / "java" / f"{p}.java") for p in JAVA_PROGRAMS]
-    r = subprocess.run(["javac", "-nowarn", "-d", str(classes), "-cp", inst.tools_cp, *srcs],
-                       capture_output=True, text=True)
+    r = subprocess.run(
+        ["javac", "-nowarn", "-d", str(classes), "-cp", inst.tools_cp, *srcs], capture_output=True, text=True
+    )
     if r.returncode != 0:
         raise RuntimeError(f"librdkafka suite: javac of tests/java failed: {r.stdout}{r.stderr}")
     (run_dir / "Makefile").write_text("java:\n\t@true\n")
-    _script(run_dir / "java" / "run-class.sh",
-            ["java", "-Xmx256m", f"-Dlog4j2.configurationFile={inst.tools_log4j}", "-cp",
-             f"{classes}:{inst.tools_cp}"])
+    _script(
+        run_dir / "java" / "run-class.sh",
+        ["java", "-Xmx256m", f"-Dlog4j2.configurationFile={inst.tools_log4j}", "-cp", f"{classes}:{inst.tools_cp}"],
+    )
 
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -330,8 +438,9 @@ def _run_number(num: str, names: list[str], env: dict, cwd: Path, logs: Path) ->
     env = dict(env, TESTS=num) if num in NOT_CI else dict(env, TESTS=num, CI="true")
     log = logs / f"{num}.log"
     with open(log, "wb") as f:
-        p = subprocess.Popen(args, cwd=cwd, env=env, stdout=f, stderr=subprocess.STDOUT,
-                             stdin=subprocess.DEVNULL, start_new_session=True)
+        p = subprocess.Popen(
+            args, cwd=cwd, env=env, stdout=f, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
+        )
         try:
             rc = p.wait(timeout=TIMEOUT)
             timed_out = ""
@@ -374,8 +483,12 @@ def run(target, short: bool, workdir: str) -> list[Outcome]:
     conf.write_text(f"bootstrap.servers={target.bootstrap}\n")
     env = {k: v for k, v in os.environ.items() if k != "CI" and not k.startswith("TEST")}
     libs = f"{_src() / 'src'}:{_src() / 'src-cpp'}"  # as run-test.sh: the libraries just built
-    env.update(RDKAFKA_TEST_CONF=str(conf), TEST_KAFKA_VERSION=KAFKA_VERSION, BROKERS=target.bootstrap,
-               LD_LIBRARY_PATH=libs + (":" + env["LD_LIBRARY_PATH"] if env.get("LD_LIBRARY_PATH") else ""))
+    env.update(
+        RDKAFKA_TEST_CONF=str(conf),
+        TEST_KAFKA_VERSION=KAFKA_VERSION,
+        BROKERS=target.bootstrap,
+        LD_LIBRARY_PATH=libs + (":" + env["LD_LIBRARY_PATH"] if env.get("LD_LIBRARY_PATH") else ""),
+    )
     selected = [t for t in (SHORT_TESTS if short else TESTS) if (t in NEEDS_3_NODES) == (target.nodes >= 3)]
     by_num: dict[str, list[str]] = {}
     for name in selected:
@@ -402,30 +515,36 @@ DIFFERENCES: dict[str, str] = {
         "the BROKER config sasl.kerberos.min.time.before.relogin and expect NO_ERROR: logbroker "
         "has no GSSAPI/Kerberos and refuses a broker key it does not know (INVALID_CONFIG, "
         "python/logbroker/common/config.py validate_broker_config), as its --set does, where "
-        "Kafka stores the value; the test stops at that sub-test."),
+        "Kafka stores the value; the test stops at that sub-test."
+    ),
     # fails on both
     "0052_msg_timestamps": (
         "Its last cases produce as a 0.9 client (api.version.request=false, "
         "broker.version.fallback=0.9.0.0: Produce v1, message format v0/v1). Kafka 4 removed "
         "Produce v0-v2 (KIP-896) and closes the connection; logbroker serves Produce v3-v12 only "
-        "and does the same. The CreateTime/LogAppendTime cases of the current protocol pass on both."),
+        "and does the same. The CreateTime/LogAppendTime cases of the current protocol pass on both."
+    ),
     "0077_compaction": (
         "Creates its topic with kafka-topics.sh --config segment.bytes=10000; Kafka 4.4.0's tool "
         "refuses it before sending anything (segment.bytes must be at least 1 MiB since Kafka "
-        "4.0, KIP-1030), whichever broker it is pointed at."),
+        "4.0, KIP-1030), whichever broker it is pointed at."
+    ),
     "0086_purge_remote": (
         "Needs the second produce batch to be in flight (held in a 50-s sockem delay set from the "
         "first Produce response) when rd_kafka_purge() runs, right after that response: a race "
         "inside the client between its broker thread sending the batch and the test thread "
         "purging. When the batch is not sent yet, messages 10-19 are purged from the queue "
         "(_PURGE_QUEUE) instead of in flight and the test fails; seen on both brokers, and "
-        "passing on both in other runs."),
+        "passing on both in other runs."
+    ),
     "0092_mixed_msgver": (
         "Sets the topic config message.format.version to produce older message formats; Kafka 4 "
-        "removed the key (KIP-724), both brokers answer INVALID_CONFIG for it."),
+        "removed the key (KIP-724), both brokers answer INVALID_CONFIG for it."
+    ),
     # passes on logbroker, fails on Kafka
     "0129_fetch_aborted_msgs": (
         "Creates its topic with segment.bytes=20000 to spread aborted transactions over "
         "segments; Kafka 4 refuses segment.bytes below 1 MiB (KIP-1030), logbroker keeps the "
-        "earlier minimum (14 bytes, config_keys.toml), creates it, and the test passes."),
+        "earlier minimum (14 bytes, config_keys.toml), creates it, and the test passes."
+    ),
 }

@@ -34,15 +34,21 @@ def render(mode: str = "full") -> str:
     for suite in sorted(runs, key=lambda s: ORDER.index(s) if s in ORDER else 99):
         by_label = runs[suite]
         from tests.compat.__main__ import SUITES, suite_module
+
         reasons = suite_module(suite).DIFFERENCES if suite in SUITES else {}
         any_doc = next(iter(by_label.values()))
         version = ", ".join(f"{k} {v}" for k, v in any_doc["suite_version"].items())
         out += [f"### {suite} ({version})", ""]
-        out += ["| run | broker | nodes | passed | failed | started (UTC) | minutes |", "| --- | --- | --- | --- | --- | --- | --- |"]
+        out += [
+            "| run | broker | nodes | passed | failed | started (UTC) | minutes |",
+            "| --- | --- | --- | --- | --- | --- | --- |",
+        ]
         for label, doc in sorted(by_label.items()):
             ok = sum(o["status"] == "pass" for o in doc["outcomes"])
-            out.append(f"| {label} | {doc['broker_version']} | {doc['nodes']} | {ok} | {len(doc['outcomes']) - ok} "
-                       f"| {doc['started']} | {doc['seconds'] / 60:.1f} |")
+            out.append(
+                f"| {label} | {doc['broker_version']} | {doc['nodes']} | {ok} | {len(doc['outcomes']) - ok} "
+                f"| {doc['started']} | {doc['seconds'] / 60:.1f} |"
+            )
         out.append("")
         for lb, kf in _pairs(sorted(by_label)):
             ours = {o["test"]: o for o in by_label[lb]["outcomes"]}
@@ -50,20 +56,27 @@ def render(mode: str = "full") -> str:
             tests = sorted(set(ours) | set(theirs))
             diff = [t for t in tests if ours.get(t, {}).get("status") != theirs.get(t, {}).get("status")]
             both_fail = [t for t in tests if t not in diff and ours[t]["status"] == "fail"]
-            out.append(f"**{lb} against {kf}**: {len(tests)} tests, {len(diff)} differ, "
-                       f"{len(both_fail)} fail on both.")
+            out.append(f"**{lb} against {kf}**: {len(tests)} tests, {len(diff)} differ, {len(both_fail)} fail on both.")
             out.append("")
             rows = [t for t in diff + both_fail]
             if rows:
                 out += ["| test | logbroker | Kafka | reason |", "| --- | --- | --- | --- |"]
                 for t in rows:
                     reason = reasons.get(t, "(no reason recorded)").replace("\n", " ").replace("|", "\\|")
-                    out.append(f"| {t} | {ours.get(t, {}).get('status', '-')} | {theirs.get(t, {}).get('status', '-')} | {reason} |")
+                    out.append(
+                        f"| {t} | {ours.get(t, {}).get('status', '-')} | {theirs.get(t, {}).get('status', '-')} | {reason} |"
+                    )
                 out.append("")
             same = [t for t in tests if t not in rows]
             if same:
-                out += ["<details><summary>" + f"{len(same)} tests pass on both" + "</summary>", "",
-                        ", ".join(f"`{t}`" for t in same), "", "</details>", ""]
+                out += [
+                    "<details><summary>" + f"{len(same)} tests pass on both" + "</summary>",
+                    "",
+                    ", ".join(f"`{t}`" for t in same),
+                    "",
+                    "</details>",
+                    "",
+                ]
     out.append(END)
     return "\n".join(out)
 

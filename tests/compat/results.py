@@ -39,13 +39,31 @@ def path_for(suite: str, broker: str, mode: str) -> Path:
     return RESULTS / f"{suite}--{broker}--{mode}.json"
 
 
-def write(suite: str, broker: str, mode: str, outcomes: list[Outcome], *, broker_version: str, nodes: int,
-          suite_version: dict, started: str, seconds: float) -> Path:
+def write(
+    suite: str,
+    broker: str,
+    mode: str,
+    outcomes: list[Outcome],
+    *,
+    broker_version: str,
+    nodes: int,
+    suite_version: dict,
+    started: str,
+    seconds: float,
+) -> Path:
     RESULTS.mkdir(parents=True, exist_ok=True)
     p = path_for(suite, broker, mode)
-    doc = {"suite": suite, "broker": broker, "broker_version": broker_version, "nodes": nodes, "mode": mode,
-           "suite_version": suite_version, "started": started, "seconds": round(seconds, 1),
-           "outcomes": [asdict(o) for o in outcomes]}
+    doc = {
+        "suite": suite,
+        "broker": broker,
+        "broker_version": broker_version,
+        "nodes": nodes,
+        "mode": mode,
+        "suite_version": suite_version,
+        "started": started,
+        "seconds": round(seconds, 1),
+        "outcomes": [asdict(o) for o in outcomes],
+    }
     p.write_text(json.dumps(doc, indent=1) + "\n")
     return p
 

@@ -15,8 +15,13 @@ def run_short(suite: str, expected: set[str], timeout: float) -> None:
     before = results.path_for(suite, "logbroker", "short")
     if before.exists():
         before.unlink()  # judge this run's record, not an earlier one
-    p = subprocess.run([sys.executable, "-m", "tests.compat", suite, "--short", "--broker", "logbroker"],
-                       cwd=results.ROOT, capture_output=True, text=True, timeout=timeout)
+    p = subprocess.run(
+        [sys.executable, "-m", "tests.compat", suite, "--short", "--broker", "logbroker"],
+        cwd=results.ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
     out = p.stdout + p.stderr
     assert p.returncode == 0, f"python -m tests.compat {suite} --short exited {p.returncode}:\n{out[-6000:]}"
     doc = results.load(suite, "logbroker", "short")

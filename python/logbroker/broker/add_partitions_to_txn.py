@@ -28,8 +28,8 @@ from collections import defaultdict
 import trio
 
 from logbroker.coord.broker_channel import BrokerChannel, BrokerUnreachable
-from logbroker.coord.metadata.control import ControllerError
 from logbroker.coord.groups.transaction_coordinator import TransactionCoordinator, TxnError
+from logbroker.coord.metadata.control import ControllerError
 from logbroker.protocol import REQUESTS, ErrorCode
 
 log = logging.getLogger("logbroker.transactions")
@@ -39,9 +39,15 @@ BROKER_VERSION = 5
 CALL_TIMEOUT_S = 30.0
 
 #: Coordinator answers a producer retries: sent back to it as NOT_ENOUGH_REPLICAS.
-RETRIABLE = frozenset({ErrorCode.CONCURRENT_TRANSACTIONS, ErrorCode.NETWORK_EXCEPTION,
-                       ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.COORDINATOR_NOT_AVAILABLE,
-                       ErrorCode.NOT_COORDINATOR})
+RETRIABLE = frozenset(
+    {
+        ErrorCode.CONCURRENT_TRANSACTIONS,
+        ErrorCode.NETWORK_EXCEPTION,
+        ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+        ErrorCode.COORDINATOR_NOT_AVAILABLE,
+        ErrorCode.NOT_COORDINATOR,
+    }
+)
 
 Partition = tuple[str, int]
 
@@ -77,8 +83,9 @@ class AddPartitionsToTxnManager:
         finally:
             await self.channel.aclose()
 
-    async def add(self, txn_id: str, producer_id: int, producer_epoch: int,
-                  partitions: list[Partition], verify_only: bool = False) -> dict[Partition, tuple[int, str]]:
+    async def add(
+        self, txn_id: str, producer_id: int, producer_epoch: int, partitions: list[Partition], verify_only: bool = False
+    ) -> dict[Partition, tuple[int, str]]:
         """(error code, message) per partition: NONE once the coordinator added it to the
         open transaction of `producer_id` at `producer_epoch` (`verify_only`: found it there)."""
         what = f"transactional id {txn_id!r} (producer id {producer_id} epoch {producer_epoch})"
@@ -88,8 +95,9 @@ class AddPartitionsToTxnManager:
                 if verify_only:
                     codes = self.transactions.verify_partitions(txn_id, producer_id, producer_epoch, partitions)
                 else:
-                    codes = await self.transactions.add_partitions(txn_id, producer_id, producer_epoch, partitions,
-                                                                   v2=True)
+                    codes = await self.transactions.add_partitions(
+                        txn_id, producer_id, producer_epoch, partitions, v2=True
+                    )
             except (TxnError, ControllerError) as e:
                 return {tp: (e.code, f"{what}: {e}") for tp in partitions}
             return {tp: (c, "" if c == ErrorCode.NONE else f"{what}: {_name(c)}") for tp, c in codes.items()}
@@ -101,12 +109,21 @@ class AddPartitionsToTxnManager:
         topics: dict[str, list[int]] = defaultdict(list)
         for t, p in partitions:
             topics[t].append(p)
-        body = Req(transactions=[Req.AddPartitionsToTxnTransaction(
-            transactional_id=txn_id, producer_id=producer_id, producer_epoch=producer_epoch, verify_only=verify_only,
-            topics=[Req.AddPartitionsToTxnTopic(name=t, partitions=ps) for t, ps in topics.items()])])
+        body = Req(
+            transactions=[
+                Req.AddPartitionsToTxnTransaction(
+                    transactional_id=txn_id,
+                    producer_id=producer_id,
+                    producer_epoch=producer_epoch,
+                    verify_only=verify_only,
+                    topics=[Req.AddPartitionsToTxnTopic(name=t, partitions=ps) for t, ps in topics.items()],
+                )
+            ]
+        )
         try:
-            resp = await self.channel.request(leader, (broker.host, broker.port), ADD_PARTITIONS_TO_TXN,
-                                              BROKER_VERSION, body, timeout=CALL_TIMEOUT_S)
+            resp = await self.channel.request(
+                leader, (broker.host, broker.port), ADD_PARTITIONS_TO_TXN, BROKER_VERSION, body, timeout=CALL_TIMEOUT_S
+            )
         except BrokerUnreachable as e:
             return {tp: (ErrorCode.COORDINATOR_NOT_AVAILABLE, f"{what}: {e}") for tp in partitions}
         if resp.error_code != ErrorCode.NONE:
@@ -118,7 +135,9 @@ class AddPartitionsToTxnManager:
                 for p in t.results_by_partition:
                     c = p.partition_error_code
                     out[(t.name, p.partition_index)] = (
-                        c, "" if c == ErrorCode.NONE else f"{what}: node {leader} answered {_name(c)}")
+                        c,
+                        "" if c == ErrorCode.NONE else f"{what}: node {leader} answered {_name(c)}",
+                    )
         for tp in partitions:
             out.setdefault(tp, (ErrorCode.UNKNOWN_SERVER_ERROR, f"{what}: node {leader} did not answer for {tp}"))
         return out

@@ -22,8 +22,8 @@ from __future__ import annotations
 import logging
 
 from logbroker.archive import STORE_KEYS, ArchiveStore, topic_id_text
-from logbroker.common.config import BrokerConfig
 from logbroker.broker.partition import Partition
+from logbroker.common.config import BrokerConfig
 
 log = logging.getLogger("logbroker.archiver")
 
@@ -64,8 +64,15 @@ class Archiver:
             if start < end:
                 f = store.archive_range(p.log, topic_id, start, end)
                 if f is not None:
-                    log.info("archived %s offsets %d..%d to %s (%d bytes)", p.name, f.first_offset, f.last_offset,
-                             f.path, f.size_bytes, extra={"topic": p.topic, "partition": p.index})
+                    log.info(
+                        "archived %s offsets %d..%d to %s (%d bytes)",
+                        p.name,
+                        f.first_offset,
+                        f.last_offset,
+                        f.path,
+                        f.size_bytes,
+                        extra={"topic": p.topic, "partition": p.index},
+                    )
                 resume = end
             p.log.delete_records_before(end)
         return len(plan)

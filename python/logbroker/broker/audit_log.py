@@ -71,9 +71,11 @@ CLIENT_ID = "logbroker-audit-log"
 # The network thread's line for a denied Produce or Fetch (`Caller::denial` in
 # rust/src/server/authorizer.rs): `User:bob from 127.0.0.1:5000 denied WRITE on TOPIC "orders" (Produce, listener 1)`
 # (the resource is quoted as Rust's {:?} does: `"` and `\` escaped, so it cannot fake the end)
-DENIAL_LINE = re.compile(r'^(?P<principal>.*?) from (?P<client>\S+) denied (?P<operation>[A-Z_]+) on '
-                         r'(?P<resource_type>[A-Z_]+) "(?P<resource>(?:[^"\\]|\\.)*)" '
-                         r'\((?P<api>\w+), listener (?P<listener>\d+)\)$')
+DENIAL_LINE = re.compile(
+    r"^(?P<principal>.*?) from (?P<client>\S+) denied (?P<operation>[A-Z_]+) on "
+    r'(?P<resource_type>[A-Z_]+) "(?P<resource>(?:[^"\\]|\\.)*)" '
+    r"\((?P<api>\w+), listener (?P<listener>\d+)\)$"
+)
 # the user a failed SASL exchange named (common/sasl.py and sasl_scram.py say "user 'name'")
 _CLAIMED_USER = re.compile(r"\buser ('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\")")
 # config keys whose values are not written (beside the table's sensitive ones)
@@ -101,8 +103,9 @@ def shown_value(key: str, value: Any) -> Any:
 
     spec = BROKER_KEYS.get(key)
     lowered = key.lower()
-    if value is not None and ((spec is not None and spec.sensitive) or lowered.endswith(".key")
-                              or any(s in lowered for s in _SENSITIVE)):
+    if value is not None and (
+        (spec is not None and spec.sensitive) or lowered.endswith(".key") or any(s in lowered for s in _SENSITIVE)
+    ):
         return "[hidden]"
     return value
 
@@ -143,8 +146,9 @@ class AuditLog:
             try:
                 self._file = await trio.to_thread.run_sync(self._open_file)
             except OSError as e:
-                raise ConfigError(f"audit.log.file={self.path!r}: cannot be opened for appending: "
-                                  f"{e.strerror or e}") from None
+                raise ConfigError(
+                    f"audit.log.file={self.path!r}: cannot be opened for appending: {e.strerror or e}"
+                ) from None
         if self.topic:
             from logbroker.broker.own_clients import client_config
             from logbroker.coord.metadata.metadata import topic_name_error
@@ -169,19 +173,27 @@ class AuditLog:
         self._pending.append(event)
         self._wakeup.set()
 
-    def authentication(self, outcome: str, principal: str, client: str, listener: str, mechanism: str | None,
-                       reason: str | None = None) -> None:
+    def authentication(
+        self, outcome: str, principal: str, client: str, listener: str, mechanism: str | None, reason: str | None = None
+    ) -> None:
         """A SASL exchange that succeeded ("success") or failed ("failure", with its reason)."""
         if "authentication" not in self.kinds:
             return
-        event: dict[str, Any] = {"event": "authentication", "outcome": outcome, "principal": principal,
-                                 "client": client, "listener": listener, "mechanism": mechanism}
+        event: dict[str, Any] = {
+            "event": "authentication",
+            "outcome": outcome,
+            "principal": principal,
+            "client": client,
+            "listener": listener,
+            "mechanism": mechanism,
+        }
         if reason is not None:
             event["reason"] = reason
         self.record(event)
 
-    def denied(self, principal: str, client: str, listener: str, api: str, operation: str, resource_type: str,
-               resource: str) -> None:
+    def denied(
+        self, principal: str, client: str, listener: str, api: str, operation: str, resource_type: str, resource: str
+    ) -> None:
         """An authorization denial, rate-limited per (principal, operation, resource)."""
         if "authorization" not in self.kinds:
             return
@@ -194,9 +206,18 @@ class AuditLog:
                 self._summarize(window)
             window = self._windows[key] = [second, 0, 0, None]
         window[1] += 1
-        event = {"time": timestamp(now), "event": "authorization", "outcome": "denied", "principal": principal,
-                 "client": client, "listener": listener, "api": api, "operation": operation,
-                 "resource_type": resource_type, "resource": resource}
+        event = {
+            "time": timestamp(now),
+            "event": "authorization",
+            "outcome": "denied",
+            "principal": principal,
+            "client": client,
+            "listener": listener,
+            "api": api,
+            "operation": operation,
+            "resource_type": resource_type,
+            "resource": resource,
+        }
         if window[1] <= self.denials_per_second:
             self.record(event)
         else:
@@ -222,14 +243,33 @@ class AuditLog:
         self.denied(m["principal"], m["client"], listener, m["api"], m["operation"], m["resource_type"], resource)
         return True
 
-    def metadata(self, principal: str, client: str, listener: str, api: str, change: str, resource_type: str,
-                 resource: str, error: str | None = None, message: str | None = None, **details: Any) -> None:
+    def metadata(
+        self,
+        principal: str,
+        client: str,
+        listener: str,
+        api: str,
+        change: str,
+        resource_type: str,
+        resource: str,
+        error: str | None = None,
+        message: str | None = None,
+        **details: Any,
+    ) -> None:
         """A metadata change asked of the controller: done (`error` None) or refused."""
         if "metadata" not in self.kinds:
             return
-        event: dict[str, Any] = {"event": "metadata", "outcome": "success" if error is None else "failure",
-                                 "principal": principal, "client": client, "listener": listener, "api": api,
-                                 "change": change, "resource_type": resource_type, "resource": resource}
+        event: dict[str, Any] = {
+            "event": "metadata",
+            "outcome": "success" if error is None else "failure",
+            "principal": principal,
+            "client": client,
+            "listener": listener,
+            "api": api,
+            "change": change,
+            "resource_type": resource_type,
+            "resource": resource,
+        }
         event.update(details)
         if error is not None:
             event["error"] = error
@@ -289,9 +329,13 @@ class AuditLog:
                     self._topic_lines.popleft()
                     self.lines_dropped += 1
                     if self.lines_dropped == 1 or self.lines_dropped % 10_000 == 0:
-                        log.warning("audit log: %d line(s) dropped for topic %s, which has not been written for "
-                                    "%d lines", self.lines_dropped, self.topic, TOPIC_BACKLOG,
-                                    extra=fields(topic=self.topic))
+                        log.warning(
+                            "audit log: %d line(s) dropped for topic %s, which has not been written for %d lines",
+                            self.lines_dropped,
+                            self.topic,
+                            TOPIC_BACKLOG,
+                            extra=fields(topic=self.topic),
+                        )
                 self._topic_lines.append(line)
             self._topic_wakeup.set()
 
@@ -328,8 +372,10 @@ class AuditLog:
         key = str(self.node_id).encode()
         while True:
             try:
-                async with Admin(bootstrap, client_id=CLIENT_ID, **self._client_config) as admin, \
-                        Producer(bootstrap, client_id=CLIENT_ID, **self._client_config) as producer:
+                async with (
+                    Admin(bootstrap, client_id=CLIENT_ID, **self._client_config) as admin,
+                    Producer(bootstrap, client_id=CLIENT_ID, **self._client_config) as producer,
+                ):
                     await self._ensure_topic(admin)
                     while True:
                         while self._topic_lines:
@@ -338,8 +384,12 @@ class AuditLog:
                         self._topic_wakeup = trio.Event()
                         await self._topic_wakeup.wait()
             except KafkaError as e:
-                log.warning("audit log: producing to topic %s failed (%s); retrying in 1 s", self.topic, e,
-                            extra=fields(topic=self.topic))
+                log.warning(
+                    "audit log: producing to topic %s failed (%s); retrying in 1 s",
+                    self.topic,
+                    e,
+                    extra=fields(topic=self.topic),
+                )
                 await trio.sleep(1.0)
 
     async def _ensure_topic(self, admin) -> None:
@@ -352,12 +402,17 @@ class AuditLog:
                 if self.topic in await admin.list_topics(timeout=30.0):
                     return
                 await admin.create_topics([NewTopic(self.topic, 1, rf)], timeout=30.0)
-                log.info("audit log: created topic %s (replication factor %d)", self.topic, rf,
-                         extra=fields(topic=self.topic))
+                log.info(
+                    "audit log: created topic %s (replication factor %d)",
+                    self.topic,
+                    rf,
+                    extra=fields(topic=self.topic),
+                )
                 return
             except TopicAlreadyExistsError:
                 return
             except KafkaError as e:  # the cluster is still forming: brokers register, a controller is elected
-                log.info("audit log: topic %s not ready yet (%s); retrying", self.topic, e,
-                         extra=fields(topic=self.topic))
+                log.info(
+                    "audit log: topic %s not ready yet (%s); retrying", self.topic, e, extra=fields(topic=self.topic)
+                )
                 await trio.sleep(1.0)

@@ -28,6 +28,7 @@ from logbroker.common.acl import CLUSTER_NAME, AclOperation, ResourceType, host_
 
 log = logging.getLogger("logbroker.broker.authorizer")
 
+
 class AclAuthorizer:
     """The broker's authorizer: configured from the broker config, ACLs from the image."""
 
@@ -37,9 +38,12 @@ class AclAuthorizer:
         if self.enabled:
             supers = [p.strip() for p in config.get_str("super.users").split(";") if p.strip()]
             core.configure(supers, config.get_bool("allow.everyone.if.no.acl.found"))
-            log.info("ACL authorization on (%s); super users %s; allow.everyone.if.no.acl.found=%s",
-                     config.get_str("authorizer.class.name"), supers or "none",
-                     config.get_bool("allow.everyone.if.no.acl.found"))
+            log.info(
+                "ACL authorization on (%s); super users %s; allow.everyone.if.no.acl.found=%s",
+                config.get_str("authorizer.class.name"),
+                supers or "none",
+                config.get_bool("allow.everyone.if.no.acl.found"),
+            )
         self._acls = None
 
     async def apply_metadata(self, image, delta=None) -> None:
@@ -49,8 +53,12 @@ class AclAuthorizer:
         if acls is self._acls or acls == self._acls:
             return
         self._acls = acls
-        self.core.set_acls([(b.resource_type, b.resource_name, b.pattern_type, b.principal, b.host, b.operation,
-                             b.permission_type) for b in acls.values()])
+        self.core.set_acls(
+            [
+                (b.resource_type, b.resource_name, b.pattern_type, b.principal, b.host, b.operation, b.permission_type)
+                for b in acls.values()
+            ]
+        )
 
     def authorize(self, principal: str, peer: str, resource_type: int, name: str, operation: int) -> bool:
         return self.core.authorize(principal, host_of(peer), resource_type, name, operation)
@@ -60,5 +68,7 @@ class AclAuthorizer:
         or why not. Kafka's controller APIs each require CLUSTER_ACTION on the cluster."""
         if self.core.authorize(principal, host, ResourceType.CLUSTER, CLUSTER_NAME, AclOperation.CLUSTER_ACTION):
             return None
-        return (f"{principal} may not CLUSTER_ACTION the cluster (only other nodes may: name them in super.users, "
-                "or grant them CLUSTER_ACTION)")
+        return (
+            f"{principal} may not CLUSTER_ACTION the cluster (only other nodes may: name them in super.users, "
+            "or grant them CLUSTER_ACTION)"
+        )

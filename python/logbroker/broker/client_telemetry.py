@@ -101,8 +101,14 @@ class ClientInfo:
     def of(cls, ctx) -> ClientInfo:
         conn = ctx.connection or {}
         host, _, port = ctx.peer.rpartition(":")
-        return cls(ctx.header.client_id or "", conn.get("client_software_name"), conn.get("client_software_version"),
-                   host.strip("[]") or None, port or None, conn.get("id"))
+        return cls(
+            ctx.header.client_id or "",
+            conn.get("client_software_name"),
+            conn.get("client_software_version"),
+            host.strip("[]") or None,
+            port or None,
+            conn.get("id"),
+        )
 
 
 @dataclasses.dataclass
@@ -175,17 +181,26 @@ class ClientTelemetryManager:
                 metrics |= sub.metrics
                 interval = min(interval, sub.interval_ms)
         chosen = [client_metrics.ALL_METRICS] if everything else sorted(metrics)
-        return ClientInstance(instance_id, attributes, self.version, chosen, interval,
-                              subscription_id(chosen, interval, instance_id))
+        return ClientInstance(
+            instance_id, attributes, self.version, chosen, interval, subscription_id(chosen, interval, instance_id)
+        )
 
     def _instance(self, instance_id: uuid.UUID, client: ClientInfo, now: float) -> ClientInstance:
         self._expire(now)
         inst = self.instances.get(instance_id)
         if inst is None or inst.version < self.version:
-            attributes = inst.attributes if inst is not None else {
-                "client_instance_id": uuid_text(instance_id), "client_id": client.client_id,
-                "client_software_name": client.software_name, "client_software_version": client.software_version,
-                "client_source_address": client.address, "client_source_port": client.port}
+            attributes = (
+                inst.attributes
+                if inst is not None
+                else {
+                    "client_instance_id": uuid_text(instance_id),
+                    "client_id": client.client_id,
+                    "client_software_name": client.software_name,
+                    "client_software_version": client.software_version,
+                    "client_source_address": client.address,
+                    "client_source_port": client.port,
+                }
+            )
             inst = self._work_out(instance_id, attributes)
             self.instances[instance_id] = inst
             while len(self.instances) > CACHE_MAX:
@@ -221,12 +236,17 @@ class ClientTelemetryManager:
             while instance_id in self.instances or instance_id in RESERVED_IDS:
                 instance_id = uuid.uuid4()
         inst = self._instance(instance_id, client, now)
-        if (max(inst.last_get_ms, inst.last_push_ms) and now - max(inst.last_get_ms, inst.last_push_ms)
-                < inst.interval_ms and inst.last_error not in (ErrorCode.UNKNOWN_SUBSCRIPTION_ID,
-                                                               ErrorCode.UNSUPPORTED_COMPRESSION_TYPE)):
-            return (ErrorCode.THROTTLING_QUOTA_EXCEEDED,
-                    f"Request from the client [{uuid_text(requested)}] arrived before the next push interval time",
-                    instance_id, inst)
+        if (
+            max(inst.last_get_ms, inst.last_push_ms)
+            and now - max(inst.last_get_ms, inst.last_push_ms) < inst.interval_ms
+            and inst.last_error not in (ErrorCode.UNKNOWN_SUBSCRIPTION_ID, ErrorCode.UNSUPPORTED_COMPRESSION_TYPE)
+        ):
+            return (
+                ErrorCode.THROTTLING_QUOTA_EXCEEDED,
+                f"Request from the client [{uuid_text(requested)}] arrived before the next push interval time",
+                instance_id,
+                inst,
+            )
         inst.last_get_ms = now
         inst.last_error = ErrorCode.NONE
         return ErrorCode.NONE, None, instance_id, inst
@@ -244,18 +264,32 @@ class ClientTelemetryManager:
         inst.terminating = request.terminating
         if code:
             inst.last_error = code
-            log.debug("PushTelemetry from %s (client id %r) refused: %s", client.address, client.client_id, message,
-                      extra=fields(peer=f"{client.address}:{client.port}"))
+            log.debug(
+                "PushTelemetry from %s (client id %r) refused: %s",
+                client.address,
+                client.client_id,
+                message,
+                extra=fields(peer=f"{client.address}:{client.port}"),
+            )
             return code, message
         metrics = request.metrics
         if metrics:
             try:
-                raw = _core.decompress(CODECS[request.compression_type], metrics, self.max_bytes * DECOMPRESSED_MAX_FACTOR)
+                raw = _core.decompress(
+                    CODECS[request.compression_type], metrics, self.max_bytes * DECOMPRESSED_MAX_FACTOR
+                )
                 points = decode_metrics_data(raw)
             except (ValueError, OtlpError) as e:
                 inst.last_error = ErrorCode.INVALID_RECORD
-                log.warning("PushTelemetry from client instance %s (client id %r, %s): %d bytes of %s do not decode: %s",
-                            name, client.client_id, client.address, len(metrics), CODECS[request.compression_type], e)
+                log.warning(
+                    "PushTelemetry from client instance %s (client id %r, %s): %d bytes of %s do not decode: %s",
+                    name,
+                    client.client_id,
+                    client.address,
+                    len(metrics),
+                    CODECS[request.compression_type],
+                    e,
+                )
                 return ErrorCode.INVALID_RECORD, f"the metrics of client instance {name} do not decode: {e}"
             self._record(iid, client.client_id, points, now + 3 * inst.interval_ms)
         inst.last_error = ErrorCode.NONE
@@ -263,24 +297,32 @@ class ClientTelemetryManager:
 
     def _check_push(self, request, inst: ClientInstance, name: str, now: float) -> tuple[int, str | None]:
         if inst.terminating:
-            return (ErrorCode.INVALID_REQUEST, f"Client [{name}] sent the previous request with state terminating to "
-                                               "TRUE, can not accept any requests after that")
+            return (
+                ErrorCode.INVALID_REQUEST,
+                f"Client [{name}] sent the previous request with state terminating to "
+                "TRUE, can not accept any requests after that",
+            )
         # a push right after GetTelemetrySubscriptions is accepted whenever it comes (clients
         # add jitter to the interval); otherwise one per interval
         if inst.last_get_ms > inst.last_push_ms or not inst.last_push_ms or now - inst.last_push_ms >= inst.interval_ms:
             inst.last_push_ms = now
         elif not request.terminating:
-            return (ErrorCode.THROTTLING_QUOTA_EXCEEDED,
-                    f"Request from the client [{name}] arrived before the next push interval time")
+            return (
+                ErrorCode.THROTTLING_QUOTA_EXCEEDED,
+                f"Request from the client [{name}] arrived before the next push interval time",
+            )
         if request.subscription_id != inst.subscription_id:
             return ErrorCode.UNKNOWN_SUBSCRIPTION_ID, f"Unknown client subscription id for the client [{name}]"
         if request.compression_type not in CODECS:
-            return (ErrorCode.UNSUPPORTED_COMPRESSION_TYPE,
-                    f"Unknown compression type [{request.compression_type}] is received in telemetry request from "
-                    f"[{name}]")
+            return (
+                ErrorCode.UNSUPPORTED_COMPRESSION_TYPE,
+                f"Unknown compression type [{request.compression_type}] is received in telemetry request from [{name}]",
+            )
         if request.metrics is not None and len(request.metrics) > self.max_bytes:
-            return (ErrorCode.TELEMETRY_TOO_LARGE,
-                    f"Telemetry request from [{name}] is larger than the maximum allowed size [{self.max_bytes}]")
+            return (
+                ErrorCode.TELEMETRY_TOO_LARGE,
+                f"Telemetry request from [{name}] is larger than the maximum allowed size [{self.max_bytes}]",
+            )
         return ErrorCode.NONE, None
 
     def _record(self, iid: uuid.UUID, client_id: str, points: list[DataPoint], expires_ms: float) -> None:

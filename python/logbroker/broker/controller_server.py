@@ -85,14 +85,22 @@ class ControllerServer:
         self.controller = Controller(config, store, local, quorum)
         async with trio.open_nursery() as nursery:
             quorum.open()
-            kafka = functools.partial(serve_kafka_connection, handle_frame=self.server.handle_frame,
-                                      max_frame=config.get_int("socket.request.max.bytes"))
+            kafka = functools.partial(
+                serve_kafka_connection,
+                handle_frame=self.server.handle_frame,
+                max_frame=config.get_int("socket.request.max.bytes"),
+            )
             await nursery.start(quorum.run, self.controller.on_quorum_image, kafka)
             await quorum.wait_replayed()
             await self.authorizer.apply_metadata(self.controller.image)
             self.controller.add_listener(self.authorizer.apply_metadata)
             await nursery.start(self.controller.sessions.run)
             await nursery.start(self.controller.expire_delegation_tokens)
-            log.info("controller %d serving its controller listener on %s:%d, data dir %s, cluster %s",
-                     self.node_id, *listen, config.data_dir, self.cluster_id)
+            log.info(
+                "controller %d serving its controller listener on %s:%d, data dir %s, cluster %s",
+                self.node_id,
+                *listen,
+                config.data_dir,
+                self.cluster_id,
+            )
             task_status.started(listen)

@@ -27,16 +27,17 @@ from __future__ import annotations
 import functools
 import logging
 import time
+
 import trio
 
 from logbroker import _core
 from logbroker.broker.add_partitions_to_txn import for_produce
 from logbroker.broker.audit_log import AuditLog, claimed_user
-from logbroker.common.config import ConfigError
 from logbroker.broker.handlers import CONTROLLER_HANDLERS, HANDLERS, BrokerView, RequestContext
 from logbroker.broker.jwks import JwksError, JwksKeys, fetch, parse_jwks
-from logbroker.common.oauthbearer import JwksValidator, UnsecuredValidator, validator_from_config
+from logbroker.common.config import ConfigError
 from logbroker.common.delegation_tokens import token_credential
+from logbroker.common.oauthbearer import JwksValidator, UnsecuredValidator, validator_from_config
 from logbroker.common.sasl import SaslSession, jaas_options, jaas_users
 from logbroker.coord.metadata.controller_channel import serving_controller_listener
 from logbroker.log_format import DATAPATH_LINES, fields, parse_fields
@@ -80,13 +81,21 @@ class KafkaServer:
         cfg.check_listeners()
         if "OAUTHBEARER" in cfg.get_str("sasl.enabled.mechanisms").split(","):
             self._check_oauthbearer()
-        specs = [(name, host, port, cfg.listener_tls(name), sasl)
-                 for (name, host, port), sasl in zip(cfg.listeners_primary_first(), self.sasl)]
+        specs = [
+            (name, host, port, cfg.listener_tls(name), sasl)
+            for (name, host, port), sasl in zip(cfg.listeners_primary_first(), self.sasl)
+        ]
         try:
-            self.net = _core.NetworkServer(specs, self.max_frame, self.queued_max, self.idle_ms,
-                                           self.fetch_session_slots, partitions,
-                                           cfg.get_int("sasl.server.max.receive.size"),
-                                           cfg.get_str("ssl.principal.mapping.rules"))
+            self.net = _core.NetworkServer(
+                specs,
+                self.max_frame,
+                self.queued_max,
+                self.idle_ms,
+                self.fetch_session_slots,
+                partitions,
+                cfg.get_int("sasl.server.max.receive.size"),
+                cfg.get_str("ssl.principal.mapping.rules"),
+            )
         except ValueError as e:  # the TLS settings and mapping rules, as the engine read them
             raise ConfigError(str(e)) from None
         return dict(zip(self.listeners, self.net.addresses))
@@ -139,10 +148,15 @@ class KafkaServer:
             def credential(user: str, mechanism: str):
                 return None if controller is None else controller.image.scram_credential(user, mechanism)
 
-            session = SaslSession(peer, cfg.get_str("sasl.enabled.mechanisms").split(","),
-                                  jaas_users(cfg.jaas_config("PLAIN", listener)), credential,
-                                  cfg.get_int("connections.max.reauth.ms"),
-                                  functools.partial(self._oauthbearer_validator, listener), self._token_credential)
+            session = SaslSession(
+                peer,
+                cfg.get_str("sasl.enabled.mechanisms").split(","),
+                jaas_users(cfg.jaas_config("PLAIN", listener)),
+                credential,
+                cfg.get_int("connections.max.reauth.ms"),
+                functools.partial(self._oauthbearer_validator, listener),
+                self._token_credential,
+            )
             self.sessions[conn] = session
         return session
 
@@ -169,8 +183,9 @@ class KafkaServer:
                     raise ConfigError(str(e)) from None
         url = self.broker.config.get_str("sasl.oauthbearer.jwks.endpoint.url")
         if url and not url.startswith(("file:", "http://", "https://")):
-            raise ConfigError(f"sasl.oauthbearer.jwks.endpoint.url={url!r}: a file:// path or an http(s):// URL "
-                              "is needed")
+            raise ConfigError(
+                f"sasl.oauthbearer.jwks.endpoint.url={url!r}: a file:// path or an http(s):// URL is needed"
+            )
         if url.startswith("file:"):
             try:
                 parse_jwks(fetch(url), url)
@@ -184,17 +199,21 @@ class KafkaServer:
         if validator is None:
             cfg = self.broker.config
             if self.jwks is None and cfg.get_str("sasl.oauthbearer.jwks.endpoint.url"):
-                self.jwks = JwksKeys(cfg.get_str("sasl.oauthbearer.jwks.endpoint.url"),
-                                     cfg.get_int("sasl.oauthbearer.jwks.endpoint.refresh.ms"),
-                                     cfg.get_int("sasl.oauthbearer.jwks.endpoint.retry.backoff.ms"),
-                                     cfg.get_int("sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms"))
-            validator = validator_from_config(cfg, listener, self.jwks,
-                                              jaas_options(cfg.jaas_config("OAUTHBEARER", listener)))
+                self.jwks = JwksKeys(
+                    cfg.get_str("sasl.oauthbearer.jwks.endpoint.url"),
+                    cfg.get_int("sasl.oauthbearer.jwks.endpoint.refresh.ms"),
+                    cfg.get_int("sasl.oauthbearer.jwks.endpoint.retry.backoff.ms"),
+                    cfg.get_int("sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms"),
+                )
+            validator = validator_from_config(
+                cfg, listener, self.jwks, jaas_options(cfg.jaas_config("OAUTHBEARER", listener))
+            )
             self._oauth_validators[listener] = validator
         return validator
 
-    async def _serve_request(self, net: _core.NetworkServer, conn: int, frame: bytes, peer: str,
-                             principal: str | None, listener: int) -> None:
+    async def _serve_request(
+        self, net: _core.NetworkServer, conn: int, frame: bytes, peer: str, principal: str | None, listener: int
+    ) -> None:
         name = self.listeners[listener]
         session = self._session(conn, peer, name) if self.sasl[listener] else None
         state = self.connections.get(conn)
@@ -218,8 +237,14 @@ class KafkaServer:
             self._forget(conn)
             if self.audit is not None:
                 claimed = claimed_user(reason)
-                self.audit.authentication("failure", session.principal or (f"User:{claimed}" if claimed else ""),
-                                          peer, name, mechanism, reason)
+                self.audit.authentication(
+                    "failure",
+                    session.principal or (f"User:{claimed}" if claimed else ""),
+                    peer,
+                    name,
+                    mechanism,
+                    reason,
+                )
             # connection.failed.authentication.delay.ms: a password guesser waits for each answer
             await trio.sleep(self.broker.config.get_int("connection.failed.authentication.delay.ms") / 1000)
             net.respond_and_close(conn, chunks or [], reason)
@@ -232,12 +257,23 @@ class KafkaServer:
             net.authenticated(conn, who, lifetime)
             if self.audit is not None:
                 self.audit.authentication("success", who, peer, name, session._authenticated_mechanism)
-            log.debug("%s authenticated as %s%s", peer, who, f" for {lifetime} ms" if lifetime else "",
-                      extra=fields(peer=peer))
+            log.debug(
+                "%s authenticated as %s%s",
+                peer,
+                who,
+                f" for {lifetime} ms" if lifetime else "",
+                extra=fields(peer=peer),
+            )
         net.respond(conn, chunks)
 
-    async def _verify_produce(self, net: _core.NetworkServer, conn: int, frame: bytes, peer: str,
-                              verification: tuple[str, int, int, list[tuple[str, int]], bool, int]) -> None:
+    async def _verify_produce(
+        self,
+        net: _core.NetworkServer,
+        conn: int,
+        frame: bytes,
+        peer: str,
+        verification: tuple[str, int, int, list[tuple[str, int]], bool, int],
+    ) -> None:
         """A transactional Produce whose partitions its transaction coordinator must add
         (v2) or find in the transaction (v1) first (broker/add_partitions_to_txn.py); the
         network thread then serves it with the coordinator's verdicts."""
@@ -249,23 +285,40 @@ class KafkaServer:
             else:
                 added = await manager.add(txn_id, producer_id, producer_epoch, partitions, verify_only)
         except Exception:
-            log.exception("internal error adding %s to transactional id %r for %s; connection closed",
-                          partitions, txn_id, peer, extra=fields(transactional_id=txn_id, peer=peer))
+            log.exception(
+                "internal error adding %s to transactional id %r for %s; connection closed",
+                partitions,
+                txn_id,
+                peer,
+                extra=fields(transactional_id=txn_id, peer=peer),
+            )
             net.close(conn)
             return
         verdicts = []
         for (topic, partition), (code, message) in added.items():
             if code != ErrorCode.NONE:
                 code, message = for_produce(code, message, version)
-                log.debug("produce to %s-%d from %s: %s (%s)", topic, partition, peer, ErrorCode(code).name
-                          if code in ErrorCode._value2member_map_ else code, message,
-                          extra=fields(topic=topic, partition=partition, peer=peer))
+                log.debug(
+                    "produce to %s-%d from %s: %s (%s)",
+                    topic,
+                    partition,
+                    peer,
+                    ErrorCode(code).name if code in ErrorCode._value2member_map_ else code,
+                    message,
+                    extra=fields(topic=topic, partition=partition, peer=peer),
+                )
             verdicts.append((topic, partition, code, message))
         net.serve_verified(conn, frame, verdicts)
 
-    async def handle_frame(self, frame: bytes, peer: str, principal: str | None = "User:ANONYMOUS",
-                           session: SaslSession | None = None, listener: str | None = None,
-                           connection: dict | None = None) -> list | None:
+    async def handle_frame(
+        self,
+        frame: bytes,
+        peer: str,
+        principal: str | None = "User:ANONYMOUS",
+        session: SaslSession | None = None,
+        listener: str | None = None,
+        connection: dict | None = None,
+    ) -> list | None:
         """Serve one request frame (without its size prefix); on a connection of the
         controller listener (coord/metadata/controller_channel.py) with the controller's table.
         `principal` None: a SASL connection that has not authenticated yet."""
@@ -275,8 +328,10 @@ class KafkaServer:
             raise ProtocolError(f"request header from {peer} does not decode: {e}") from None
         api_key, version = header.request_api_key, header.request_api_version
         if principal is None and api_key not in PRE_AUTHENTICATION_APIS:
-            raise ProtocolError(f"{API_NAMES.get(api_key, f'api {api_key}')} from {peer} before SASL authentication "
-                                "(only ApiVersions, SaslHandshake and SaslAuthenticate are served until then)")
+            raise ProtocolError(
+                f"{API_NAMES.get(api_key, f'api {api_key}')} from {peer} before SASL authentication "
+                "(only ApiVersions, SaslHandshake and SaslAuthenticate are served until then)"
+            )
         table = CONTROLLER_HANDLERS if serving_controller_listener.get() else HANDLERS
         entry = table.get(api_key)
         if entry is not None and not entry.served_by(self.broker):
@@ -298,11 +353,20 @@ class KafkaServer:
         except ProtocolError as e:
             raise ProtocolError(f"{name} v{version} request from {peer} does not decode: {e}") from None
         if end != len(frame):
-            log.debug("%s v%d from %s: %d trailing bytes ignored", name, version, peer, len(frame) - end,
-                      extra=fields(peer=peer))
+            log.debug(
+                "%s v%d from %s: %d trailing bytes ignored",
+                name,
+                version,
+                peer,
+                len(frame) - end,
+                extra=fields(peer=peer),
+            )
         if listener is None:  # the controller listener's frames name none; a broker's primary one otherwise
-            listener = self.listeners[0] if self.listeners else self.broker.config.get_str(
-                "controller.listener.names").split(",")[0].strip().upper()
+            listener = (
+                self.listeners[0]
+                if self.listeners
+                else self.broker.config.get_str("controller.listener.names").split(",")[0].strip().upper()
+            )
         ctx = RequestContext(self.broker, header, peer, table, principal or "", session, listener, connection)
         try:
             response = await entry.handler(ctx, request)

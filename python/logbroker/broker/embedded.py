@@ -14,8 +14,8 @@ from pathlib import Path
 
 import trio
 
-from logbroker.common.config import BrokerConfig
 from logbroker.broker.service import BrokerServer, start_failure
+from logbroker.common.config import BrokerConfig
 
 
 class Broker:

@@ -18,8 +18,9 @@ LIST_OFFSETS_VERSION = 7
 CALL_TIMEOUT_S = 10.0
 
 
-async def end_offsets(channel: BrokerChannel, controller, replicas, node_id: int,
-                      parts: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+async def end_offsets(
+    channel: BrokerChannel, controller, replicas, node_id: int, parts: list[tuple[str, int]]
+) -> dict[tuple[str, int], int]:
     image = controller.image
     endpoints = {b.node_id: (b.host, b.port) for b in controller.client_brokers(image)}
     out: dict[tuple[str, int], int] = {}
@@ -40,12 +41,24 @@ async def end_offsets(channel: BrokerChannel, controller, replicas, node_id: int
         topics: dict[str, list[int]] = {}
         for t, p in tps:
             topics.setdefault(t, []).append(p)
-        request = Request(replica_id=-1, isolation_level=0, topics=[Request.ListOffsetsTopic(name=t, partitions=[
-            Request.ListOffsetsPartition(partition_index=p, current_leader_epoch=-1, timestamp=-1)
-            for p in ps]) for t, ps in topics.items()])
+        request = Request(
+            replica_id=-1,
+            isolation_level=0,
+            topics=[
+                Request.ListOffsetsTopic(
+                    name=t,
+                    partitions=[
+                        Request.ListOffsetsPartition(partition_index=p, current_leader_epoch=-1, timestamp=-1)
+                        for p in ps
+                    ],
+                )
+                for t, ps in topics.items()
+            ],
+        )
         try:
-            resp = await channel.request(leader, endpoints[leader], LIST_OFFSETS, LIST_OFFSETS_VERSION, request,
-                                         timeout=CALL_TIMEOUT_S)
+            resp = await channel.request(
+                leader, endpoints[leader], LIST_OFFSETS, LIST_OFFSETS_VERSION, request, timeout=CALL_TIMEOUT_S
+            )
         except BrokerUnreachable:
             return
         for t in resp.topics:

@@ -35,10 +35,23 @@ log = logging.getLogger("logbroker.http")
 MAX_HEAD_BYTES = 16 * 1024
 IDLE_TIMEOUT_S = 30.0
 HEAD_TIMEOUT_S = 10.0
-REASONS = {200: "OK", 201: "Created", 204: "No Content", 400: "Bad Request", 404: "Not Found",
-           405: "Method Not Allowed", 409: "Conflict", 411: "Length Required", 413: "Content Too Large",
-           431: "Request Header Fields Too Large", 500: "Internal Server Error", 502: "Bad Gateway",
-           503: "Service Unavailable", 504: "Gateway Timeout", 505: "HTTP Version Not Supported"}
+REASONS = {
+    200: "OK",
+    201: "Created",
+    204: "No Content",
+    400: "Bad Request",
+    404: "Not Found",
+    405: "Method Not Allowed",
+    409: "Conflict",
+    411: "Length Required",
+    413: "Content Too Large",
+    431: "Request Header Fields Too Large",
+    500: "Internal Server Error",
+    502: "Bad Gateway",
+    503: "Service Unavailable",
+    504: "Gateway Timeout",
+    505: "HTTP Version Not Supported",
+}
 
 
 class HttpError(Exception):
@@ -166,8 +179,12 @@ class _Reader:
 
 def _encode(response: Response, keep: bool) -> bytes:
     reason = REASONS.get(response.status, "Status")
-    lines = [f"HTTP/1.1 {response.status} {reason}", f"Content-Type: {response.content_type}",
-             f"Content-Length: {len(response.body)}", f"Connection: {'keep-alive' if keep else 'close'}"]
+    lines = [
+        f"HTTP/1.1 {response.status} {reason}",
+        f"Content-Type: {response.content_type}",
+        f"Content-Length: {len(response.body)}",
+        f"Connection: {'keep-alive' if keep else 'close'}",
+    ]
     lines += [f"{k}: {v}" for k, v in response.headers.items()]
     return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + response.body
 
@@ -177,9 +194,16 @@ class HttpServer:
     (host, port); serves until cancelled. `error(status, message) -> Response` shapes the
     refusals (default: plain text); `keep_alive=False` answers one request per connection."""
 
-    def __init__(self, handler: Handler, name: str, *, max_body: int = 1 << 20,
-                 error: Callable[[int, str], Response] = text_error, keep_alive: bool = True,
-                 tls: ssl.SSLContext | None = None) -> None:
+    def __init__(
+        self,
+        handler: Handler,
+        name: str,
+        *,
+        max_body: int = 1 << 20,
+        error: Callable[[int, str], Response] = text_error,
+        keep_alive: bool = True,
+        tls: ssl.SSLContext | None = None,
+    ) -> None:
         self.handler = handler
         self.name = name
         self.max_body = max_body
@@ -207,8 +231,12 @@ class HttpServer:
                 with trio.fail_after(HEAD_TIMEOUT_S):
                     await stream.do_handshake()
             except (trio.BrokenResourceError, trio.TooSlowError, OSError) as e:
-                log.info("%s: TLS handshake with %s failed: %s", self.name, peer or "a client",
-                         e.__cause__ or e or type(e).__name__)
+                log.info(
+                    "%s: TLS handshake with %s failed: %s",
+                    self.name,
+                    peer or "a client",
+                    e.__cause__ or e or type(e).__name__,
+                )
                 await tcp.aclose()
                 return
         reader = _Reader(stream, self.max_body)

@@ -29,9 +29,13 @@ class Unauthenticated(Exception):
 
 
 class BasicAuth:
-    def __init__(self, method: str, plain_users: Callable[[], dict[str, str]],
-                 scram_credential: Callable[[str, str], ScramCredential | None],
-                 audit: Callable[[str, str, str, str | None], None] | None = None) -> None:
+    def __init__(
+        self,
+        method: str,
+        plain_users: Callable[[], dict[str, str]],
+        scram_credential: Callable[[str, str], ScramCredential | None],
+        audit: Callable[[str, str, str, str | None], None] | None = None,
+    ) -> None:
         """`plain_users()`: the listeners' PLAIN users and passwords; `scram_credential(user,
         mechanism)`: the user's SCRAM credential in the metadata image, or None;
         `audit(outcome, principal, client, reason)`: each BASIC check, for the audit log."""

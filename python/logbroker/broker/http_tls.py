@@ -29,8 +29,10 @@ def server_context(config: BrokerConfig, key: str) -> ssl.SSLContext | None:
     chain, private_key, trust = config.tls_material(f"{key} is https")
     auth = config.explicit.get(f"listener.name.{ENDPOINTS[key]}.ssl.client.auth", "none")
     if auth != "none" and trust is None:
-        raise ConfigError(f"listener.name.{ENDPOINTS[key]}.ssl.client.auth={auth} needs ssl.truststore.location "
-                          f"(the CAs of client certificates)")
+        raise ConfigError(
+            f"listener.name.{ENDPOINTS[key]}.ssl.client.auth={auth} needs ssl.truststore.location "
+            f"(the CAs of client certificates)"
+        )
     context = tls_server_context(config, chain, private_key, trust, auth, key)
     context.minimum_version = ssl.TLSVersion.TLSv1_2
     return context

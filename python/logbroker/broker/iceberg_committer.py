@@ -83,9 +83,15 @@ class IcebergCommitter:
                 last = self._errors.get(topic)
                 if last is None or last[0] != text or now - last[1] >= ERROR_REPEAT_MS:
                     self._errors[topic] = (text, now)
-                    log.error("Iceberg commit of topic %s partitions %s failed; the records stay in the log and "
-                              "the next interval tries again (the same error is logged again after %d s): %s", topic,
-                              sorted(p.index for p in parts), ERROR_REPEAT_MS // 1000, e, extra={"topic": topic})
+                    log.error(
+                        "Iceberg commit of topic %s partitions %s failed; the records stay in the log and "
+                        "the next interval tries again (the same error is logged again after %d s): %s",
+                        topic,
+                        sorted(p.index for p in parts),
+                        ERROR_REPEAT_MS // 1000,
+                        e,
+                        extra={"topic": topic},
+                    )
             else:
                 self._errors.pop(topic, None)
 
@@ -94,16 +100,20 @@ class IcebergCommitter:
         may still carry their ids); read on the trio thread, where the registry's state
         changes. None while the registry has not read `_schemas` yet."""
         if self.registry is None:
-            raise IcebergError(f"topic {topic} has iceberg.mode=value_schema_id_prefix, which needs the schema "
-                               f"registry on this broker (schema.registry.listen)")
+            raise IcebergError(
+                f"topic {topic} has iceberg.mode=value_schema_id_prefix, which needs the schema "
+                f"registry on this broker (schema.registry.listen)"
+            )
         if not self.registry.store.ready.is_set():
             return None
         versions = self.registry.state.versions(f"{topic}-value", deleted=True)
-        return [ValueSchema(v.id, v.schema, v.schema_type)
-                for v in sorted(versions, key=lambda v: v.version, reverse=True)]
+        return [
+            ValueSchema(v.id, v.schema, v.schema_type) for v in sorted(versions, key=lambda v: v.version, reverse=True)
+        ]
 
-    def commit_topic(self, topic: str, parts: list[Partition],
-                     value_schemas: list[ValueSchema] | None = None) -> CommitOutcome | None:
+    def commit_topic(
+        self, topic: str, parts: list[Partition], value_schemas: list[ValueSchema] | None = None
+    ) -> CommitOutcome | None:
         """Commit until the led partitions are in the table up to their last stable offset
         (blocking)."""
         parts = [p for p in parts if p.is_leader and not p.deleted]
@@ -118,8 +128,15 @@ class IcebergCommitter:
             for partition, offset in outcome.positions.items():
                 self.held[(parts[0].topic_id, partition)] = offset
             if outcome.rows or outcome.snapshot_id is not None:
-                log.debug("table %s: %d rows of %s committed, positions %s (snapshot %s)", outcome.table,
-                          outcome.rows, topic, outcome.positions, outcome.snapshot_id, extra={"topic": topic})
+                log.debug(
+                    "table %s: %d rows of %s committed, positions %s (snapshot %s)",
+                    outcome.table,
+                    outcome.rows,
+                    topic,
+                    outcome.positions,
+                    outcome.snapshot_id,
+                    extra={"topic": topic},
+                )
             if outcome.lost_race:
                 races += 1
                 if races > RACE_RETRIES:

@@ -41,9 +41,17 @@ log = logging.getLogger("logbroker.broker.jwks")
 FETCH_TIMEOUT_S = 10.0
 MAX_BYTES = 1 << 20
 # which key type and curve serve an alg
-KEY_TYPES = {"RS256": ("RSA", None), "RS384": ("RSA", None), "RS512": ("RSA", None), "PS256": ("RSA", None),
-             "PS384": ("RSA", None), "PS512": ("RSA", None), "ES256": ("EC", "P-256"), "ES384": ("EC", "P-384"),
-             "EdDSA": ("OKP", "Ed25519")}
+KEY_TYPES = {
+    "RS256": ("RSA", None),
+    "RS384": ("RSA", None),
+    "RS512": ("RSA", None),
+    "PS256": ("RSA", None),
+    "PS384": ("RSA", None),
+    "PS512": ("RSA", None),
+    "ES256": ("EC", "P-256"),
+    "ES384": ("EC", "P-384"),
+    "EdDSA": ("OKP", "Ed25519"),
+}
 
 
 class JwksError(Exception):
@@ -66,7 +74,7 @@ def parse_jwks(text: bytes, url: str) -> dict[str | None, list[tuple[str, str | 
     except ValueError as e:
         raise JwksError(f"JWKS at {url} is not JSON: {e}") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("keys"), list):
-        raise JwksError(f"JWKS at {url} is not an object with a \"keys\" list")
+        raise JwksError(f'JWKS at {url} is not an object with a "keys" list')
     out: dict[str | None, list[tuple[str, str | None, str | None, bytes, bytes]]] = {}
     skipped = []
     for i, key in enumerate(doc["keys"]):
@@ -168,8 +176,13 @@ class JwksKeys:
 
     def _match(self, kid: str | None, alg: str) -> tuple[bytes, bytes] | None:
         kty, crv = KEY_TYPES[alg]
-        candidates = self.keys.get(kid, []) if kid is not None else \
-            [k for ks in self.keys.values() for k in ks] if sum(map(len, self.keys.values())) == 1 else []
+        candidates = (
+            self.keys.get(kid, [])
+            if kid is not None
+            else [k for ks in self.keys.values() for k in ks]
+            if sum(map(len, self.keys.values())) == 1
+            else []
+        )
         for k_kty, k_crv, k_alg, a, b in candidates:
             if k_kty == kty and (crv is None or k_crv == crv) and k_alg in (None, alg):
                 return a, b

@@ -115,8 +115,10 @@ class LogDirs:
                     continue
                 key = (m["topic"], int(m["partition"]))
                 if key in live:
-                    raise LogDirsError(f"partition {key[0]}-{key[1]} has a directory in two log directories: "
-                                       f"{live[key] / entry.name} and {entry}; remove the stale one")
+                    raise LogDirsError(
+                        f"partition {key[0]}-{key[1]} has a directory in two log directories: "
+                        f"{live[key] / entry.name} and {entry}; remove the stale one"
+                    )
                 live[key] = d
         for key, kinds in moves.items():
             futures, deleted = kinds.get("future", []), kinds.get("delete", [])
@@ -125,14 +127,24 @@ class LogDirs:
                 os.rename(futures[0], target)
                 fsync_dir(target.parent)
                 live[key] = target.parent
-                log.warning("finished moving %s-%d to %s: the broker stopped between the move's two renames",
-                            key[0], key[1], target.parent, extra=fields(topic=key[0], partition=key[1]))
+                log.warning(
+                    "finished moving %s-%d to %s: the broker stopped between the move's two renames",
+                    key[0],
+                    key[1],
+                    target.parent,
+                    extra=fields(topic=key[0], partition=key[1]),
+                )
                 futures = []
             for path in futures:
-                log.warning("removing %s: a move of %s-%d to this log directory did not finish before the broker "
-                            "stopped; the replica stays in %s (run AlterReplicaLogDirs again to move it)", path,
-                            key[0], key[1], live.get(key, "no directory"),
-                            extra=fields(topic=key[0], partition=key[1]))
+                log.warning(
+                    "removing %s: a move of %s-%d to this log directory did not finish before the broker "
+                    "stopped; the replica stays in %s (run AlterReplicaLogDirs again to move it)",
+                    path,
+                    key[0],
+                    key[1],
+                    live.get(key, "no directory"),
+                    extra=fields(topic=key[0], partition=key[1]),
+                )
                 shutil.rmtree(path, ignore_errors=True)
             for path in deleted:
                 shutil.rmtree(path, ignore_errors=True)

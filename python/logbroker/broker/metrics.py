@@ -30,10 +30,12 @@ import time
 import trio
 
 from logbroker._core import NetworkServer
+from logbroker.broker.end_offsets import end_offsets
 from logbroker.broker.http import HttpError, HttpServer, Request, Response, text_response
 from logbroker.broker.http_basic_auth import BasicAuth, Unauthenticated
-from logbroker.common.acl import CLUSTER_NAME, AclOperation as Op, ResourceType as Res
-from logbroker.broker.end_offsets import end_offsets
+from logbroker.common.acl import CLUSTER_NAME
+from logbroker.common.acl import AclOperation as Op
+from logbroker.common.acl import ResourceType as Res
 from logbroker.coord.broker_channel import BrokerChannel
 from logbroker.coord.peer_security import inter_broker_security
 from logbroker.protocol import API_NAMES
@@ -130,22 +132,42 @@ class MetricsServer:
         if net is None:
             return
         stats = net.stats()
-        out.one("kafka_server_socketservermetrics_connectioncount", "gauge", "Open client connections.",
-                stats["connections"])
-        out.one("kafka_server_fetchsessioncache_numincrementalfetchsessions", "gauge",
-                "Incremental fetch sessions (KIP-227) open, of consumers and followers.", stats["fetch_sessions"])
-        out.one("kafka_server_fetchsessioncache_numincrementalfetchpartitionscached", "gauge",
-                "Partitions held by the incremental fetch sessions, all together.", stats["fetch_session_partitions"])
+        out.one(
+            "kafka_server_socketservermetrics_connectioncount",
+            "gauge",
+            "Open client connections.",
+            stats["connections"],
+        )
+        out.one(
+            "kafka_server_fetchsessioncache_numincrementalfetchsessions",
+            "gauge",
+            "Incremental fetch sessions (KIP-227) open, of consumers and followers.",
+            stats["fetch_sessions"],
+        )
+        out.one(
+            "kafka_server_fetchsessioncache_numincrementalfetchpartitionscached",
+            "gauge",
+            "Partitions held by the incremental fetch sessions, all together.",
+            stats["fetch_session_partitions"],
+        )
         bounds = NetworkServer.latency_buckets_ms()
         rows = net.request_stats()
-        out.family("kafka_network_requestmetrics_requestspersec_total", "counter",
-                   "Requests answered, by API (Kafka's RequestsPerSec).")
+        out.family(
+            "kafka_network_requestmetrics_requestspersec_total",
+            "counter",
+            "Requests answered, by API (Kafka's RequestsPerSec).",
+        )
         for key, count, _total, _b in rows:
-            out.sample("kafka_network_requestmetrics_requestspersec_total", count,
-                       {"request": API_NAMES.get(key, str(key))})
+            out.sample(
+                "kafka_network_requestmetrics_requestspersec_total", count, {"request": API_NAMES.get(key, str(key))}
+            )
         name = "kafka_network_requestmetrics_totaltimems"
-        out.family(name, "histogram", "Time from a request's last byte read to its response queued, in "
-                                      "milliseconds, by API (Kafka's TotalTimeMs).")
+        out.family(
+            name,
+            "histogram",
+            "Time from a request's last byte read to its response queued, in "
+            "milliseconds, by API (Kafka's TotalTimeMs).",
+        )
         for key, count, total, buckets in rows:
             request = API_NAMES.get(key, str(key))
             for bound, n in zip([*bounds, float("inf")], buckets):
@@ -183,11 +205,15 @@ class MetricsServer:
         stats = table.client_quotas.stats()
         for name, key, help_text in [
             ("logbroker_quota_throttled_total", "throttled", "Responses throttled by a client quota (KIP-13/55)."),
-            ("logbroker_quota_throttle_time_ms_total", "throttle_ms",
-             "Total throttle time of those responses, milliseconds."),
+            (
+                "logbroker_quota_throttle_time_ms_total",
+                "throttle_ms",
+                "Total throttle time of those responses, milliseconds.",
+            ),
         ]:
-            out.family(name, "counter", help_text + " By quota type: produce (producer_byte_rate), "
-                                                    "fetch (consumer_byte_rate).")
+            out.family(
+                name, "counter", help_text + " By quota type: produce (producer_byte_rate), fetch (consumer_byte_rate)."
+            )
             for kind in ("produce", "fetch"):
                 out.sample(name, stats[f"{kind}_{key}"], {"quota": kind})
 
@@ -197,36 +223,73 @@ class MetricsServer:
         led = [p for p in parts if p.is_leader and not p.deleted]
         out.one("kafka_server_replicamanager_partitioncount", "gauge", "Partitions hosted here.", len(parts))
         out.one("kafka_server_replicamanager_leadercount", "gauge", "Partitions led here.", len(led))
-        out.one("kafka_server_replicamanager_underreplicatedpartitions", "gauge",
-                "Partitions led here whose ISR is smaller than their replica set.",
-                sum(len(p.isr) < len(p.replicas) for p in led))
-        out.one("kafka_server_replicamanager_underminisrpartitioncount", "gauge",
-                "Partitions led here whose ISR is below min.insync.replicas.",
-                sum(len(p.isr) < p.min_insync_replicas for p in led))
+        out.one(
+            "kafka_server_replicamanager_underreplicatedpartitions",
+            "gauge",
+            "Partitions led here whose ISR is smaller than their replica set.",
+            sum(len(p.isr) < len(p.replicas) for p in led),
+        )
+        out.one(
+            "kafka_server_replicamanager_underminisrpartitioncount",
+            "gauge",
+            "Partitions led here whose ISR is below min.insync.replicas.",
+            sum(len(p.isr) < p.min_insync_replicas for p in led),
+        )
         replication = replicas.replication
-        out.one("kafka_server_replicamanager_isrshrinkspersec_total", "counter",
-                "ISR shrinks this broker had committed as a leader.", replication.isr_shrinks)
-        out.one("kafka_server_replicamanager_isrexpandspersec_total", "counter",
-                "ISR expansions this broker had committed as a leader.", replication.isr_expands)
+        out.one(
+            "kafka_server_replicamanager_isrshrinkspersec_total",
+            "counter",
+            "ISR shrinks this broker had committed as a leader.",
+            replication.isr_shrinks,
+        )
+        out.one(
+            "kafka_server_replicamanager_isrexpandspersec_total",
+            "counter",
+            "ISR expansions this broker had committed as a leader.",
+            replication.isr_expands,
+        )
 
     @staticmethod
     def _controller(out: Exposition, controller) -> None:
         active = controller.is_active
         image = controller.image
-        out.one("kafka_controller_kafkacontroller_activecontrollercount", "gauge",
-                "1 on the active controller, else 0.", int(active))
+        out.one(
+            "kafka_controller_kafkacontroller_activecontrollercount",
+            "gauge",
+            "1 on the active controller, else 0.",
+            int(active),
+        )
         partitions = [ps for t in image.topics.values() for ps in t.partitions.values()] if active else []
-        out.one("kafka_controller_kafkacontroller_offlinepartitionscount", "gauge",
-                "Partitions without a leader (on the active controller).", sum(ps.leader < 0 for ps in partitions))
-        out.one("kafka_controller_kafkacontroller_globalpartitioncount", "gauge",
-                "Partitions in the cluster (on the active controller).", len(partitions))
-        out.one("kafka_controller_kafkacontroller_globaltopiccount", "gauge",
-                "Topics in the cluster (on the active controller).", len(image.topics) if active else 0)
-        out.one("kafka_controller_controllerstats_leaderelectionrateandtimems_total", "counter",
-                "Leader elections this node decided as the active controller.", controller.leader_elections)
-        out.one("kafka_controller_controllerstats_uncleanleaderelectionspersec_total", "counter",
-                "Unclean leader elections this node decided as the active controller.",
-                controller.unclean_leader_elections)
+        out.one(
+            "kafka_controller_kafkacontroller_offlinepartitionscount",
+            "gauge",
+            "Partitions without a leader (on the active controller).",
+            sum(ps.leader < 0 for ps in partitions),
+        )
+        out.one(
+            "kafka_controller_kafkacontroller_globalpartitioncount",
+            "gauge",
+            "Partitions in the cluster (on the active controller).",
+            len(partitions),
+        )
+        out.one(
+            "kafka_controller_kafkacontroller_globaltopiccount",
+            "gauge",
+            "Topics in the cluster (on the active controller).",
+            len(image.topics) if active else 0,
+        )
+        out.one(
+            "kafka_controller_controllerstats_leaderelectionrateandtimems_total",
+            "counter",
+            "Leader elections this node decided as the active controller.",
+            controller.leader_elections,
+        )
+        out.one(
+            "kafka_controller_controllerstats_uncleanleaderelectionspersec_total",
+            "counter",
+            "Unclean leader elections this node decided as the active controller.",
+            controller.unclean_leader_elections,
+        )
 
     async def _group_lag(self, out: Exposition, groups, controller, replicas) -> None:
         committed: list[tuple[str, str, int, int]] = []
@@ -235,21 +298,27 @@ class MetricsServer:
                 committed.append((gid, topic, partition, meta.offset))
         name, offset_name = "kafka_consumergroup_lag", "kafka_consumergroup_current_offset"
         out.family(offset_name, "gauge", "A consumer group's committed offset (groups coordinated here).")
-        out.family(name, "gauge", "A consumer group's lag: the partition's high watermark less its committed "
-                                  "offset (groups coordinated here; -1 when the HW cannot be read).")
+        out.family(
+            name,
+            "gauge",
+            "A consumer group's lag: the partition's high watermark less its committed "
+            "offset (groups coordinated here; -1 when the HW cannot be read).",
+        )
         if not committed:
             return
         ends: dict[tuple[str, int], int] = {}
         with trio.move_on_after(5):
-            ends = await end_offsets(self.channel, controller, replicas, self.broker.node_id,
-                                     sorted({(t, p) for _, t, p, _ in committed}))
+            ends = await end_offsets(
+                self.channel, controller, replicas, self.broker.node_id, sorted({(t, p) for _, t, p, _ in committed})
+            )
         for gid, topic, partition, offset in committed:
             labels = {"group": gid, "topic": topic, "partition": partition}
             out.sample(offset_name, offset, labels)
         for gid, topic, partition, offset in committed:
             end = ends.get((topic, partition), -1)
-            out.sample(name, max(0, end - offset) if end >= 0 else -1,
-                       {"group": gid, "topic": topic, "partition": partition})
+            out.sample(
+                name, max(0, end - offset) if end >= 0 else -1, {"group": gid, "topic": topic, "partition": partition}
+            )
 
     def _process(self, out: Exposition) -> None:
         ticks = os.sysconf("SC_CLK_TCK")
@@ -290,9 +359,12 @@ class MetricsServer:
                 principal = self.auth.principal(request.headers, request.peer)
             except Unauthenticated as e:
                 return Response(401, f"{e}\n".encode(), headers={"WWW-Authenticate": 'Basic realm="metrics"'})
-            if self.authorize is not None and not self.authorize(principal, request.peer, Res.CLUSTER, CLUSTER_NAME,
-                                                                 Op.DESCRIBE):
-                return Response(403, f"{principal} may not DESCRIBE the cluster, which reading metrics needs\n".encode())
+            if self.authorize is not None and not self.authorize(
+                principal, request.peer, Res.CLUSTER, CLUSTER_NAME, Op.DESCRIBE
+            ):
+                return Response(
+                    403, f"{principal} may not DESCRIBE the cluster, which reading metrics needs\n".encode()
+                )
         if request.path == "/metrics":
             return Response(200, (await self.collect()).encode(), CONTENT_TYPE)
         if request.path == "/":

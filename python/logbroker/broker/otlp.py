@@ -67,12 +67,12 @@ def _fields(buf: bytes, start: int, end: int):
         elif wire == 1:
             if pos + 8 > end:
                 raise OtlpError(f"field {number}: 8 bytes wanted at byte {pos}, {end - pos} left")
-            value = int.from_bytes(buf[pos:pos + 8], "little")
+            value = int.from_bytes(buf[pos : pos + 8], "little")
             pos += 8
         elif wire == 5:
             if pos + 4 > end:
                 raise OtlpError(f"field {number}: 4 bytes wanted at byte {pos}, {end - pos} left")
-            value = int.from_bytes(buf[pos:pos + 4], "little")
+            value = int.from_bytes(buf[pos : pos + 4], "little")
             pos += 4
         elif wire == 2:
             n, pos = _varint(buf, pos, end)
@@ -86,7 +86,7 @@ def _fields(buf: bytes, start: int, end: int):
 
 
 def _text(buf: bytes, span: tuple[int, int]) -> str:
-    return bytes(buf[span[0]:span[1]]).decode("utf-8", "replace")
+    return bytes(buf[span[0] : span[1]]).decode("utf-8", "replace")
 
 
 def _double(bits: int) -> float:
@@ -108,7 +108,7 @@ def _any_value(buf: bytes, span: tuple[int, int]) -> str:
         if number == 4 and wire == 1:
             return repr(_double(v))
         if wire == 2:
-            return bytes(buf[v[0]:v[1]]).hex()
+            return bytes(buf[v[0] : v[1]]).hex()
     return ""
 
 
@@ -160,8 +160,17 @@ def _metric(buf: bytes, span: tuple[int, int], resource: dict[str, str], out: li
             value, attributes, when = _number_point(buf, p)
             if value is None:
                 continue
-            out.append(DataPoint(name, "gauge" if number == 5 else "sum", value, {**resource, **attributes},
-                                 monotonic=monotonic, delta=temporality == TEMPORALITY_DELTA, time_unix_nano=when))
+            out.append(
+                DataPoint(
+                    name,
+                    "gauge" if number == 5 else "sum",
+                    value,
+                    {**resource, **attributes},
+                    monotonic=monotonic,
+                    delta=temporality == TEMPORALITY_DELTA,
+                    time_unix_nano=when,
+                )
+            )
 
 
 def decode_metrics_data(buf: bytes) -> list[DataPoint]:
@@ -188,6 +197,7 @@ def decode_metrics_data(buf: bytes) -> list[DataPoint]:
 
 
 # --- writing: the same messages, for tests and tools -----------------------------------------
+
 
 def _put_varint(n: int) -> bytes:
     out = bytearray()
@@ -219,9 +229,13 @@ def encode_metrics_data(points: list[DataPoint], resource: dict[str, str] | None
         if p.kind == "gauge":
             body = _len_field(5, _len_field(1, point))
         else:
-            inner = _len_field(1, point) + _put_varint(2 << 3) + _put_varint(
-                TEMPORALITY_DELTA if p.delta else TEMPORALITY_CUMULATIVE) + _put_varint(3 << 3) + _put_varint(
-                int(p.monotonic))
+            inner = (
+                _len_field(1, point)
+                + _put_varint(2 << 3)
+                + _put_varint(TEMPORALITY_DELTA if p.delta else TEMPORALITY_CUMULATIVE)
+                + _put_varint(3 << 3)
+                + _put_varint(int(p.monotonic))
+            )
             body = _len_field(7, inner)
         metrics += _len_field(2, _len_field(1, p.metric.encode()) + body)
     res = b"".join(_len_field(1, _kv(k, v)) for k, v in (resource or {}).items())

@@ -24,8 +24,9 @@ from logbroker.common.config import BrokerConfig, ConfigError
 TLS_FOLDER = "__own_clients_tls"
 
 
-def client_config(config: BrokerConfig, service: str, login: tuple[str, str, str] | None = None,
-                  listener: str | None = None) -> dict[str, Any]:
+def client_config(
+    config: BrokerConfig, service: str, login: tuple[str, str, str] | None = None, listener: str | None = None
+) -> dict[str, Any]:
     """The settings for `service`'s clients (named in errors: "schema.registry.listen");
     `login`: (mechanism, user, password) on a SASL listener instead of this node's user (for
     OAUTHBEARER, the password is the user's token, presented through `oauth_cb`); `listener`:
@@ -36,8 +37,10 @@ def client_config(config: BrokerConfig, service: str, login: tuple[str, str, str
     if protocol in ("SASL_PLAINTEXT", "SASL_SSL"):
         creds = login if login is not None else config.node_sasl(listener)
         if creds is None:
-            raise ConfigError(f"{service}: its clients reach the broker's client listener {listener} ({protocol}), "
-                              f"and no SASL user is set for this node there")
+            raise ConfigError(
+                f"{service}: its clients reach the broker's client listener {listener} ({protocol}), "
+                f"and no SASL user is set for this node there"
+            )
         mechanism, user, password = creds
         if mechanism == "OAUTHBEARER":  # a console login with a token: its clients present it
             token, expiry_s = password, token_expiry(password) or 0.0
@@ -69,6 +72,7 @@ def _tls_files(config: BrokerConfig, listener: str) -> dict[str, str]:
     if trust is not None:
         out["ssl.truststore.location"] = config.get_str("ssl.truststore.location") or written("truststore.pem", trust)
     if client_auth == "required":
-        out["ssl.keystore.location"] = config.get_str("ssl.keystore.location") or \
-            written("keystore.pem", key + b"\n" + chain)
+        out["ssl.keystore.location"] = config.get_str("ssl.keystore.location") or written(
+            "keystore.pem", key + b"\n" + chain
+        )
     return out

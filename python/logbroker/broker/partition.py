@@ -40,8 +40,16 @@ from logbroker.coord.metadata.metadata import PartitionState
 
 
 class Partition:
-    def __init__(self, topic: str, topic_id: uuid.UUID, state: PartitionState, log: Log, node_id: int,
-                 table: PartitionTable, min_insync_replicas: int) -> None:
+    def __init__(
+        self,
+        topic: str,
+        topic_id: uuid.UUID,
+        state: PartitionState,
+        log: Log,
+        node_id: int,
+        table: PartitionTable,
+        min_insync_replicas: int,
+    ) -> None:
         self.topic = topic
         self.topic_id = topic_id
         self.index = state.partition
@@ -52,8 +60,16 @@ class Partition:
         self.deleted = False  # set when the topic is deleted; waiters then see UNKNOWN_TOPIC_OR_PARTITION
         self._waiters: set[trio.Event] = set()
         self.state = state
-        self.core = table.add(topic, state.partition, node_id, log, state.leader, state.leader_epoch, list(state.isr),
-                              self.min_insync_replicas)
+        self.core = table.add(
+            topic,
+            state.partition,
+            node_id,
+            log,
+            state.leader,
+            state.leader_epoch,
+            list(state.isr),
+            self.min_insync_replicas,
+        )
         self.apply_state(state)
 
     def __repr__(self) -> str:

@@ -32,9 +32,21 @@ class ClientQuotaPublisher:
         if quotas is self._quotas or quotas == self._quotas:  # a published image is never changed
             return
         self._quotas = quotas
-        self.core.set_quotas([(list(entity), values.get(client_quotas.PRODUCER_BYTE_RATE),
-                               values.get(client_quotas.CONSUMER_BYTE_RATE))
-                              for entity, values in quotas.items()])
-        log.info("client quotas now: %s", "; ".join(
-            f"{client_quotas.entity_name(e)}: " + ", ".join(f"{k}={v:g}" for k, v in sorted(vals.items()))
-            for e, vals in sorted(quotas.items(), key=lambda kv: client_quotas.entity_name(kv[0]))) or "none")
+        self.core.set_quotas(
+            [
+                (
+                    list(entity),
+                    values.get(client_quotas.PRODUCER_BYTE_RATE),
+                    values.get(client_quotas.CONSUMER_BYTE_RATE),
+                )
+                for entity, values in quotas.items()
+            ]
+        )
+        log.info(
+            "client quotas now: %s",
+            "; ".join(
+                f"{client_quotas.entity_name(e)}: " + ", ".join(f"{k}={v:g}" for k, v in sorted(vals.items()))
+                for e, vals in sorted(quotas.items(), key=lambda kv: client_quotas.entity_name(kv[0]))
+            )
+            or "none",
+        )

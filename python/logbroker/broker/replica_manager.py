@@ -33,21 +33,21 @@ from pathlib import Path
 
 import trio
 
-from logbroker.clock import now_ms, run_every
 from logbroker import _core
 from logbroker.archive import ArchiveError
 from logbroker.broker import topic_id_checkpoint
 from logbroker.broker.archiver import Archiver
 from logbroker.broker.iceberg_committer import IcebergCommitter
 from logbroker.broker.log_dirs import HW_CHECKPOINT, LogDirs, LogDirsError, partition_dir_name
+from logbroker.broker.partition import Partition
 from logbroker.broker.replica_mover import ReplicaMover
+from logbroker.broker.replication import Replication
+from logbroker.clock import now_ms, run_every
 from logbroker.common.config import RACK_AWARE_SELECTOR, BrokerConfig, ConfigError
-from logbroker.protocol import ErrorCode
 from logbroker.coord.metadata.metadata import MetadataImage
 from logbroker.coord.metadata.metadata_delta import MetadataDelta
 from logbroker.log_format import fields
-from logbroker.broker.partition import Partition
-from logbroker.broker.replication import Replication
+from logbroker.protocol import ErrorCode
 
 log = logging.getLogger("logbroker.replicas")
 
@@ -62,8 +62,9 @@ def in_parallel(fn, items: list) -> list:
     exception is raised once all are done). Called from a trio worker thread."""
     if len(items) <= 1:
         return [fn(x) for x in items]
-    with concurrent.futures.ThreadPoolExecutor(max_workers=min(LOG_THREADS, len(items)),
-                                               thread_name_prefix="logbroker-logs") as pool:
+    with concurrent.futures.ThreadPoolExecutor(
+        max_workers=min(LOG_THREADS, len(items)), thread_name_prefix="logbroker-logs"
+    ) as pool:
         return list(pool.map(fn, items))
 
 
@@ -122,8 +123,9 @@ class ReplicaManager:
     def _apply_dynamic_configs(self, image: MetadataImage) -> list[str]:
         """This broker's dynamic configs from the image (the cluster default, then its own):
         the broker keys whose value changed."""
-        changed = self.config.set_dynamic(image.broker_configs.get("", {}),
-                                          image.broker_configs.get(str(self.node_id), {}))
+        changed = self.config.set_dynamic(
+            image.broker_configs.get("", {}), image.broker_configs.get(str(self.node_id), {})
+        )
         if changed:
             log.info("dynamic broker configs changed: %s", ", ".join(f"{k}={self.config[k]}" for k in changed))
         return changed
@@ -143,8 +145,9 @@ class ReplicaManager:
         for p in parts:
             p.apply_state(p.state, self._min_isr(configs.get(p.topic, {})))
 
-    def _try_open_log(self, topic: str, partition: int, configs: dict[str, str], new: bool = False
-                      ) -> _core.Log | _core.LogBrokerError:
+    def _try_open_log(
+        self, topic: str, partition: int, configs: dict[str, str], new: bool = False
+    ) -> _core.Log | _core.LogBrokerError:
         """The log (created afresh if `new`), or the error that kept it from opening (this
         partition only: the metadata stays as committed and the partition offline here; see
         `offline`)."""
@@ -176,9 +179,14 @@ class ReplicaManager:
                     wanted.append((topic, state))
         earlier = {t.name for t, _s in wanted if self._ids_written.get(t.name, t.topic_id) != t.topic_id}
         for name in sorted(earlier):
-            log.warning("the partition directories of topic %s hold an earlier topic of that name (topic id %s, now "
-                        "%s), deleted while this broker was away: they are replaced by empty logs", name,
-                        self._ids_written[name], image.topics[name].topic_id, extra=fields(topic=name))
+            log.warning(
+                "the partition directories of topic %s hold an earlier topic of that name (topic id %s, now "
+                "%s), deleted while this broker was away: they are replaced by empty logs",
+                name,
+                self._ids_written[name],
+                image.topics[name].topic_id,
+                extra=fields(topic=name),
+            )
 
         def open_one(item) -> _core.Log:
             topic, state = item
@@ -199,8 +207,14 @@ class ReplicaManager:
                 log.warning(
                     "log %s-%d in %s was not shut down cleanly: recovered %d segment(s), truncated %d byte(s), "
                     "dropped %d segment(s)%s; log end offset now %d",
-                    lg.topic, lg.partition, lg.dir, recovered, truncated, dropped,
-                    f", first problem: {first_error}" if first_error else "", lg.log_end_offset,
+                    lg.topic,
+                    lg.partition,
+                    lg.dir,
+                    recovered,
+                    truncated,
+                    dropped,
+                    f", first problem: {first_error}" if first_error else "",
+                    lg.log_end_offset,
                     extra=fields(topic=lg.topic, partition=lg.partition, offset=lg.log_end_offset),
                 )
         for (topic, state), lg in zip(wanted, logs):
@@ -211,8 +225,10 @@ class ReplicaManager:
         known = {partition_dir_name(t, p) for (t, p) in self.partitions}
         for key, d in list(self.log_dirs.where.items()):
             if partition_dir_name(*key) not in known:
-                log.warning("directory %s does not belong to any topic in the metadata image; left untouched",
-                            d / partition_dir_name(*key))
+                log.warning(
+                    "directory %s does not belong to any topic in the metadata image; left untouched",
+                    d / partition_dir_name(*key),
+                )
 
     async def apply_metadata(self, image: MetadataImage, delta: MetadataDelta | None = None) -> None:
         """Reconcile local partitions with a new image: open new replicas, apply leader
@@ -247,8 +263,11 @@ class ReplicaManager:
             for k, p in current.items():
                 if k in wanted and wanted[k][0].topic_id == p.topic_id:
                     was = old.topics.get(k[0])
-                    if was is not None and was.configs is not wanted[k][0].configs \
-                            and was.configs != wanted[k][0].configs:
+                    if (
+                        was is not None
+                        and was.configs is not wanted[k][0].configs
+                        and was.configs != wanted[k][0].configs
+                    ):
                         config_changed.append((p, wanted[k][0].configs))
 
         # Replicas that stop following (now leaders, leaderless, deleted) are off the fetch
@@ -269,6 +288,7 @@ class ReplicaManager:
                 p.log.delete()
             for p, configs in config_changed:
                 p.log.update_config(self.config.engine_config(configs))
+
             def open_new(item) -> _core.Log | _core.LogBrokerError:
                 # A replica that went offline here keeps its data; any other is new here.
                 (name, idx), (topic, _state) = item
@@ -305,9 +325,15 @@ class ReplicaManager:
 
     def _went_offline(self, topic: str, index: int, error: Exception) -> None:
         if (topic, index) not in self.offline:
-            log.error("cannot open the log of %s-%d on this broker, the partition stays offline here (retried every "
-                      "%d ms): %s", topic, index, self.config.get_int("log.flush.scheduler.interval.ms"), error,
-                      extra=fields(topic=topic, partition=index))
+            log.error(
+                "cannot open the log of %s-%d on this broker, the partition stays offline here (retried every "
+                "%d ms): %s",
+                topic,
+                index,
+                self.config.get_int("log.flush.scheduler.interval.ms"),
+                error,
+                extra=fields(topic=topic, partition=index),
+            )
         self.offline[(topic, index)] = str(error)
 
     async def _retry_offline(self) -> None:
@@ -338,8 +364,12 @@ class ReplicaManager:
                 continue
             del self.offline[(topic.name, state.partition)]
             self._add(self._partition(topic, state, lg))
-            log.info("opened the log of %s-%d: the partition is online on this broker again", topic.name,
-                     state.partition, extra=fields(topic=topic.name, partition=state.partition))
+            log.info(
+                "opened the log of %s-%d: the partition is online on this broker again",
+                topic.name,
+                state.partition,
+                extra=fields(topic=topic.name, partition=state.partition),
+            )
         await self.replication.after_image(image, {t.name for t, _s in wanted})
 
     def _local_of(self, topic: str) -> list[tuple[tuple[str, int], Partition]]:
@@ -377,8 +407,9 @@ class ReplicaManager:
             if t is None:
                 removed.append(name)
             else:
-                topics.append((t.name, t.topic_id.bytes,
-                               [(s.partition, s.leader, s.leader_epoch) for s in t.partitions.values()]))
+                topics.append(
+                    (t.name, t.topic_id.bytes, [(s.partition, s.leader, s.leader_epoch) for s in t.partitions.values()])
+                )
         brokers = [(b.node_id, b.host, b.port, b.rack) for b in image.brokers.values()] if brokers_changed else None
         self.table.update_metadata(self.node_id, topics, removed, brokers)
 
@@ -395,16 +426,24 @@ class ReplicaManager:
             try:
                 p.log.close()
             except Exception as e:  # noqa: BLE001 - keep closing the others
-                log.error("closing log %s in %s failed: %s", p.name, p.log.dir, e,
-                          extra=fields(topic=p.topic, partition=p.index))
+                log.error(
+                    "closing log %s in %s failed: %s",
+                    p.name,
+                    p.log.dir,
+                    e,
+                    extra=fields(topic=p.topic, partition=p.index),
+                )
 
         def close_all() -> None:
             in_parallel(close_one, parts)
             try:
                 self._write_checkpoints(parts)
             except Exception as e:  # noqa: BLE001 - a full disk: the logs are closed; recovery redoes the HW
-                log.error("writing the high-watermark checkpoints (%s in each log directory) at shutdown failed: %s",
-                          HW_CHECKPOINT, e)
+                log.error(
+                    "writing the high-watermark checkpoints (%s in each log directory) at shutdown failed: %s",
+                    HW_CHECKPOINT,
+                    e,
+                )
 
         await trio.to_thread.run_sync(close_all)
 
@@ -490,7 +529,9 @@ class ReplicaManager:
         """Retention, flush/roll and checkpoint schedulers; runs until cancelled."""
         async with trio.open_nursery() as nursery:
             nursery.start_soon(self._every, self.config.get_int("log.retention.check.interval.ms"), self._retention)
-            nursery.start_soon(self._every, self.config.get_int("log.flush.scheduler.interval.ms"), self._flush_and_roll)
+            nursery.start_soon(
+                self._every, self.config.get_int("log.flush.scheduler.interval.ms"), self._flush_and_roll
+            )
             nursery.start_soon(
                 self._every, self.config.get_int("replica.high.watermark.checkpoint.interval.ms"), self._checkpoint
             )
@@ -520,8 +561,12 @@ class ReplicaManager:
                     try:
                         self.archiver.archive_due(p, now)
                     except (ArchiveError, _core.LogBrokerError) as e:
-                        log.error("archiving %s failed, its segments stay in the log until the next retention "
-                                  "check: %s", p.name, e, extra=fields(topic=p.topic, partition=p.index))
+                        log.error(
+                            "archiving %s failed, its segments stay in the log until the next retention check: %s",
+                            p.name,
+                            e,
+                            extra=fields(topic=p.topic, partition=p.index),
+                        )
                 try:
                     deleted = p.log.enforce_retention(now)
                 except _core.LogBrokerError as e:
@@ -529,8 +574,13 @@ class ReplicaManager:
                     continue
                 if deleted:
                     start = p.log.log_start_offset
-                    log.info("retention deleted %d segment(s) of %s; log start offset now %d", deleted, p.name, start,
-                             extra=fields(topic=p.topic, partition=p.index, offset=start))
+                    log.info(
+                        "retention deleted %d segment(s) of %s; log start offset now %d",
+                        deleted,
+                        p.name,
+                        start,
+                        extra=fields(topic=p.topic, partition=p.index, offset=start),
+                    )
 
         await trio.to_thread.run_sync(work)
 
@@ -541,8 +591,12 @@ class ReplicaManager:
             end = self.iceberg.deletable(p, p.log.retention_plan(now))
             if end is not None and end > p.log.log_start_offset:
                 p.log.delete_records_before(end)
-                log.info("retention deleted %s below offset %d, which its Iceberg table holds", p.name, end,
-                         extra=fields(topic=p.topic, partition=p.index, offset=end))
+                log.info(
+                    "retention deleted %s below offset %d, which its Iceberg table holds",
+                    p.name,
+                    end,
+                    extra=fields(topic=p.topic, partition=p.index, offset=end),
+                )
         except _core.LogBrokerError as e:
             _periodic_failure("retention", p, e)
 
@@ -585,7 +639,12 @@ class ReplicaManager:
                 if r.segments_cleaned:
                     log.info(
                         "compacted %s: %d segment(s), %d -> %d bytes, %d record(s) and %d tombstone(s) removed",
-                        p.name, r.segments_cleaned, r.bytes_before, r.bytes_after, r.records_removed, r.tombstones_removed,
+                        p.name,
+                        r.segments_cleaned,
+                        r.bytes_before,
+                        r.bytes_after,
+                        r.records_removed,
+                        r.tombstones_removed,
                         extra=fields(topic=p.topic, partition=p.index),
                     )
 
@@ -609,7 +668,12 @@ def _periodic_failure(job: str, p: Partition, e: Exception) -> None:
     passes work on a snapshot of the partitions, so a topic deleted meanwhile shows up
     here with a closed log: that is expected, not a fault."""
     if p.deleted:
-        log.debug("%s of %s skipped: the partition was deleted meanwhile (%s)", job, p.name, e,
-                  extra=fields(topic=p.topic, partition=p.index))
+        log.debug(
+            "%s of %s skipped: the partition was deleted meanwhile (%s)",
+            job,
+            p.name,
+            e,
+            extra=fields(topic=p.topic, partition=p.index),
+        )
     else:
         log.error("%s of %s failed: %s", job, p.name, e, extra=fields(topic=p.topic, partition=p.index))

@@ -110,10 +110,19 @@ class ReplicaMover:
                     return
                 configs = rm.topic_configs(topic)
                 move.future = await trio.to_thread.run_sync(
-                    lambda: _core.Log.create(str(move.future_dir), topic, index, rm.config.engine_config(configs),
-                                             now_ms()))
-                log.info("moving %s-%d from %s to %s (future log %s)", topic, index, Path(p.log.dir).parent,
-                         move.dest, move.future_dir, extra=where)
+                    lambda: _core.Log.create(
+                        str(move.future_dir), topic, index, rm.config.engine_config(configs), now_ms()
+                    )
+                )
+                log.info(
+                    "moving %s-%d from %s to %s (future log %s)",
+                    topic,
+                    index,
+                    Path(p.log.dir).parent,
+                    move.dest,
+                    move.future_dir,
+                    extra=where,
+                )
                 while True:
                     p = rm.partitions.get(move.key)
                     if p is None or p.deleted:
@@ -123,8 +132,9 @@ class ReplicaMover:
                         break
                 await self._swap(move)
         except (_core.LogBrokerError, OSError) as e:
-            log.error("moving %s-%d to %s failed, the replica stays where it was: %s", topic, index, move.dest, e,
-                      extra=where)
+            log.error(
+                "moving %s-%d to %s failed, the replica stays where it was: %s", topic, index, move.dest, e, extra=where
+            )
         finally:
             if self.moves.get(move.key) is move:
                 del self.moves[move.key]
@@ -184,8 +194,15 @@ class ReplicaMover:
                 await rm.replication.after_image(rm.image, {topic})
                 raise
             rm.replaced(p, lg, None, live)
-            log.info("moved %s-%d to %s: log end offset %d, HW %d", topic, index, move.dest, lg.log_end_offset, hw,
-                     extra=fields(topic=topic, partition=index, offset=lg.log_end_offset))
+            log.info(
+                "moved %s-%d to %s: log end offset %d, HW %d",
+                topic,
+                index,
+                move.dest,
+                lg.log_end_offset,
+                hw,
+                extra=fields(topic=topic, partition=index, offset=lg.log_end_offset),
+            )
         await rm.replication.after_image(rm.image, {topic})
 
     def future_replicas(self) -> list[tuple[tuple[str, int], Path, _core.Log]]:
@@ -198,4 +215,3 @@ def _delete_quietly(lg: _core.Log) -> None:
         lg.delete()
     except _core.LogBrokerError as e:
         log.warning("removing the future log %s of a cancelled move failed: %s", lg.dir, e)
-

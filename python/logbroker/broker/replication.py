@@ -29,13 +29,13 @@ from __future__ import annotations
 
 import logging
 import uuid
-from typing import Awaitable, Callable
+from collections.abc import Awaitable, Callable
 
 import trio
 
 from logbroker import _core
-from logbroker.common.config import BrokerConfig
 from logbroker.clock import now_ms, run_every
+from logbroker.common.config import BrokerConfig
 from logbroker.coord.metadata.metadata import MetadataImage
 from logbroker.coord.peer_security import rust_client_sasl, rust_client_tls
 from logbroker.log_format import FETCHER_LINES, fields, parse_fields
@@ -83,15 +83,20 @@ class Replication:
 
     # --- followers ----------------------------------------------------------------------
 
-    def _wanted(self, image: MetadataImage, names: set[str] | None
-                ) -> dict[tuple[str, int], tuple[int, int, uuid.UUID]]:
+    def _wanted(
+        self, image: MetadataImage, names: set[str] | None
+    ) -> dict[tuple[str, int], tuple[int, int, uuid.UUID]]:
         """Local replicas that should follow: key -> (leader, leader epoch, topic id), of the
         topics `names` (None: every topic)."""
         out = {}
         topics = image.topics.values() if names is None else filter(None, map(image.topics.get, names))
         for t in topics:
             for ps in t.partitions.values():
-                if self.node_id in ps.replicas and ps.leader not in (NO_LEADER, self.node_id) and ps.leader in image.brokers:
+                if (
+                    self.node_id in ps.replicas
+                    and ps.leader not in (NO_LEADER, self.node_id)
+                    and ps.leader in image.brokers
+                ):
                     out[(t.name, ps.partition)] = (ps.leader, ps.leader_epoch, t.topic_id)
         return out
 
@@ -99,9 +104,12 @@ class Replication:
         """Stop following what must not be followed under `image` (before its states apply);
         only topics in `names` changed (None: any may have)."""
         wanted = self._wanted(image, names)
-        stop = [(name, i) for name in list(self._following if names is None else names)
-                for i, (leader, _epoch, topic_id) in self._following.get(name, {}).items()
-                if _leader_and_topic(wanted.get((name, i))) != (leader, topic_id)]
+        stop = [
+            (name, i)
+            for name in list(self._following if names is None else names)
+            for i, (leader, _epoch, topic_id) in self._following.get(name, {}).items()
+            if _leader_and_topic(wanted.get((name, i))) != (leader, topic_id)
+        ]
         if stop:
             await trio.to_thread.run_sync(self.fetchers.unfollow, stop)
             for name, i in stop:  # (another image may have changed them while unfollow ran)
@@ -140,8 +148,15 @@ class Replication:
             await trio.to_thread.run_sync(self.fetchers.follow, leader, b.host, b.port, args)
             for (name, i), p, epoch in items:
                 self._following.setdefault(name, {})[i] = (leader, epoch, p.topic_id)
-            log.info("following %d partition(s) from broker %d at %s:%d: %s", len(items), leader, b.host, b.port,
-                     _names([k for k, _p, _e in items]), extra=fields(peer=leader))
+            log.info(
+                "following %d partition(s) from broker %d at %s:%d: %s",
+                len(items),
+                leader,
+                b.host,
+                b.port,
+                _names([k for k, _p, _e in items]),
+                extra=fields(peer=leader),
+            )
 
     def set_broker_epoch(self, epoch: int) -> None:
         self.fetchers.set_broker_epoch(epoch)
@@ -180,8 +195,12 @@ class Replication:
             if out:
                 new_isr = [r for r in p.isr if r not in out]
                 detail = ", ".join(f"{r} (LEO {behind[r][0]}, last caught up {_ago(now, behind[r][1])})" for r in out)
-                await self._alter(p, new_isr, f"shrink: {detail} behind leader LEO {p.log.log_end_offset} for more "
-                                              f"than replica.lag.time.max.ms={lag_ms}")
+                await self._alter(
+                    p,
+                    new_isr,
+                    f"shrink: {detail} behind leader LEO {p.log.log_end_offset} for more "
+                    f"than replica.lag.time.max.ms={lag_ms}",
+                )
 
     async def _expand(self) -> None:
         image = self._image
@@ -196,34 +215,60 @@ class Replication:
             entries = p.log.epoch_entries()
             epoch_start = next((o for e, o in reversed(entries) if e == p.leader_epoch), None)
             states = {r: leo for r, leo, fetch, _caught in p.core.follower_states() if now - fetch <= lag_ms}
-            joining = [r for r in p.replicas if r not in p.isr and r in states
-                       and (b := image.brokers.get(r)) is not None and not b.fenced
-                       and states[r] >= hw and (epoch_start is None or states[r] >= epoch_start)]
+            joining = [
+                r
+                for r in p.replicas
+                if r not in p.isr
+                and r in states
+                and (b := image.brokers.get(r)) is not None
+                and not b.fenced
+                and states[r] >= hw
+                and (epoch_start is None or states[r] >= epoch_start)
+            ]
             if joining:
                 new_isr = list(p.isr) + joining
-                await self._alter(p, new_isr, "expand: " + ", ".join(
-                    f"{r} caught up (LEO {states[r]}, HW {hw})" for r in joining))
+                await self._alter(
+                    p, new_isr, "expand: " + ", ".join(f"{r} caught up (LEO {states[r]}, HW {hw})" for r in joining)
+                )
 
     def _led(self, among=None) -> list:
         """The partitions this broker leads (of `among`, default all), with no ISR change in flight."""
         if self.alter_isr is None:
             return []
-        return [p for p in (self.replicas.partitions.values() if among is None else among)
-                if p.is_leader and not p.deleted and (p.topic, p.index) not in self._in_flight]
+        return [
+            p
+            for p in (self.replicas.partitions.values() if among is None else among)
+            if p.is_leader and not p.deleted and (p.topic, p.index) not in self._in_flight
+        ]
 
     async def _alter(self, p, new_isr: list[int], why: str) -> None:
         key = (p.topic, p.index)
         state = p.state
         self._in_flight.add(key)
         try:
-            log.info("%s: asking the controller to change ISR %s -> %s (leader epoch %d, partition epoch %d): %s",
-                     p.name, state.isr, new_isr, state.leader_epoch, state.partition_epoch, why,
-                     extra=fields(topic=p.topic, partition=p.index))
-            code, message = await self.alter_isr(p.topic_id, p.index, state.leader_epoch, state.partition_epoch,
-                                                 new_isr)
+            log.info(
+                "%s: asking the controller to change ISR %s -> %s (leader epoch %d, partition epoch %d): %s",
+                p.name,
+                state.isr,
+                new_isr,
+                state.leader_epoch,
+                state.partition_epoch,
+                why,
+                extra=fields(topic=p.topic, partition=p.index),
+            )
+            code, message = await self.alter_isr(
+                p.topic_id, p.index, state.leader_epoch, state.partition_epoch, new_isr
+            )
             if code != 0:
-                log.info("%s: ISR change %s -> %s refused (error %d): %s", p.name, state.isr, new_isr, code, message,
-                         extra=fields(topic=p.topic, partition=p.index))
+                log.info(
+                    "%s: ISR change %s -> %s refused (error %d): %s",
+                    p.name,
+                    state.isr,
+                    new_isr,
+                    code,
+                    message,
+                    extra=fields(topic=p.topic, partition=p.index),
+                )
             else:
                 if len(new_isr) < len(state.isr):
                     self.isr_shrinks += 1

@@ -16,30 +16,30 @@ import logging
 import trio
 
 from logbroker import _core
-from logbroker.common.sasl import jaas_users
+from logbroker.broker import http_tls, own_clients
+from logbroker.broker.add_partitions_to_txn import AddPartitionsToTxnManager
 from logbroker.broker.audit_log import AuditLog
 from logbroker.broker.authorizer import AclAuthorizer
-from logbroker.broker.quotas import ClientQuotaPublisher
-from logbroker.common.config import BrokerConfig, ConfigError
-from logbroker.coord.metadata.broker_lifecycle import BrokerLifecycle
-from logbroker.coord.metadata.controller import Controller
-from logbroker.coord.metadata.controller_channel import serve_kafka_connection
-from logbroker.coord.groups.group_coordinator import GroupCoordinator
-from logbroker.coord.groups.transaction_coordinator import TransactionCoordinator
-from logbroker.coord.metadata.metadata import BrokerRegistration, MetadataStore
-from logbroker.coord.metadata.metadata_quorum import MetadataQuorum, node_cluster_id
+from logbroker.broker.client_telemetry import ClientTelemetryManager
 from logbroker.broker.dispatch import KafkaServer
 from logbroker.broker.fd_limit import raise_open_files_limit
+from logbroker.broker.http_basic_auth import BasicAuth
+from logbroker.broker.metrics import MetricsServer
+from logbroker.broker.quotas import ClientQuotaPublisher
 from logbroker.broker.replica_manager import ReplicaManager
 from logbroker.broker.share_dead_letters import DeadLetterWriter
 from logbroker.broker.share_fetch import ShareFetchManager
-from logbroker.broker.add_partitions_to_txn import AddPartitionsToTxnManager
-from logbroker.broker import http_tls, own_clients
-from logbroker.broker.http_basic_auth import BasicAuth
-from logbroker.broker.metrics import MetricsServer
-from logbroker.broker.client_telemetry import ClientTelemetryManager
 from logbroker.broker.share_persister import SharePersister
+from logbroker.common.config import BrokerConfig, ConfigError
+from logbroker.common.sasl import jaas_users
+from logbroker.coord.groups.group_coordinator import GroupCoordinator
 from logbroker.coord.groups.share_coordinator import ShareCoordinator
+from logbroker.coord.groups.transaction_coordinator import TransactionCoordinator
+from logbroker.coord.metadata.broker_lifecycle import BrokerLifecycle
+from logbroker.coord.metadata.controller import Controller
+from logbroker.coord.metadata.controller_channel import serve_kafka_connection
+from logbroker.coord.metadata.metadata import BrokerRegistration, MetadataStore
+from logbroker.coord.metadata.metadata_quorum import MetadataQuorum, node_cluster_id
 
 log = logging.getLogger("logbroker.broker")
 
@@ -101,13 +101,25 @@ class BrokerServer:
         `endpoint` ("metrics", "schema_registry") goes to the audit log, if any."""
         cfg = self.config
         audit = self.audit
-        hook = None if audit is None or not endpoint else (
-            lambda outcome, principal, peer, reason: audit.authentication(outcome, principal, peer, endpoint,
-                                                                          "HTTP-BASIC", reason))
-        return BasicAuth(method,
-                         lambda: {u: pw for name, _h, _p in cfg.client_listeners
-                                  for u, pw in jaas_users(cfg.jaas_config("PLAIN", name)).items()},
-                         lambda user, mechanism: self.controller.image.scram_credential(user, mechanism), hook)
+        hook = (
+            None
+            if audit is None or not endpoint
+            else (
+                lambda outcome, principal, peer, reason: audit.authentication(
+                    outcome, principal, peer, endpoint, "HTTP-BASIC", reason
+                )
+            )
+        )
+        return BasicAuth(
+            method,
+            lambda: {
+                u: pw
+                for name, _h, _p in cfg.client_listeners
+                for u, pw in jaas_users(cfg.jaas_config("PLAIN", name)).items()
+            },
+            lambda user, mechanism: self.controller.image.scram_credential(user, mechanism),
+            hook,
+        )
 
     def _console_server(self):
         """The web console. On a broker with a SASL client listener it has logins
@@ -120,14 +132,20 @@ class BrokerServer:
 
         cfg = self.config
         primary = cfg.client_listener_name
-        sasl = [name for name, _h, _p in cfg.listeners_primary_first() if cfg.security_protocol(name).startswith("SASL_")]
+        sasl = [
+            name for name, _h, _p in cfg.listeners_primary_first() if cfg.security_protocol(name).startswith("SASL_")
+        ]
         if not sasl:
-            return ConsoleServer("%s:%d" % self.advertised, self.node_id,
-                                 own_clients.client_config(cfg, "console.listen"))
+            return ConsoleServer(
+                "{}:{:d}".format(*self.advertised), self.node_id, own_clients.client_config(cfg, "console.listen")
+            )
         login_listener = sasl[0]
         host, port = cfg.advertised(login_listener) or self.listener_addresses[login_listener]
-        sessions = Sessions(self._basic_auth("BASIC").mechanisms, cfg.get_str("sasl.enabled.mechanisms").split(","),
-                            cfg.get_int("console.session.timeout.ms") / 1000)
+        sessions = Sessions(
+            self._basic_auth("BASIC").mechanisms,
+            cfg.get_str("sasl.enabled.mechanisms").split(","),
+            cfg.get_int("console.session.timeout.ms") / 1000,
+        )
         try:
             own: dict[str, str] | None = own_clients.client_config(cfg, "console.listen")
         except ConfigError as e:
@@ -137,10 +155,16 @@ class BrokerServer:
         if "OAUTHBEARER" in cfg.get_str("sasl.enabled.mechanisms").split(","):
             validator = self.server._oauthbearer_validator(login_listener)
             token_login = validator.validate
-        return ConsoleServer("%s:%d" % self.advertised, self.node_id, own, sessions,
-                             lambda login: own_clients.client_config(cfg, "console.listen", login, login_listener),
-                             token_login, self.audit, login_bootstrap=f"{host}:{port}" if login_listener != primary
-                             else None)
+        return ConsoleServer(
+            "{}:{:d}".format(*self.advertised),
+            self.node_id,
+            own,
+            sessions,
+            lambda login: own_clients.client_config(cfg, "console.listen", login, login_listener),
+            token_login,
+            self.audit,
+            login_bootstrap=f"{host}:{port}" if login_listener != primary else None,
+        )
 
     @property
     def cluster_id(self) -> str:
@@ -174,13 +198,15 @@ class BrokerServer:
         data_dir.mkdir(parents=True, exist_ok=True)
         if self.audit is not None:
             await self.audit.open()  # an unusable audit.log.file stops the start here
-        local = BrokerRegistration(self.node_id, self.advertised[0], self.advertised[1],
-                                   self.config.get_str("broker.rack") or None)
+        local = BrokerRegistration(
+            self.node_id, self.advertised[0], self.advertised[1], self.config.get_str("broker.rack") or None
+        )
         if len(self.listener_addresses) > 1:  # clients of each listener are told its address
             for name, (host, port) in self.listener_addresses.items():
                 adv = self.config.advertised(name)
-                local.endpoints[name] = list(adv) if adv is not None else [
-                    "127.0.0.1" if host in ("0.0.0.0", "::") else host, port]
+                local.endpoints[name] = (
+                    list(adv) if adv is not None else ["127.0.0.1" if host in ("0.0.0.0", "::") else host, port]
+                )
         self.config.check_quorum()
         store = MetadataStore(data_dir)
         quorum = MetadataQuorum(self.config, local, node_cluster_id(self.config, store))
@@ -193,8 +219,11 @@ class BrokerServer:
             # the data directory checked (node_cluster_id), open the metadata log and replay
             # what this node knows is committed, so local logs open against that image
             quorum.open()
-            kafka = functools.partial(serve_kafka_connection, handle_frame=self.server.handle_frame,
-                                      max_frame=self.config.get_int("socket.request.max.bytes"))
+            kafka = functools.partial(
+                serve_kafka_connection,
+                handle_frame=self.server.handle_frame,
+                max_frame=self.config.get_int("socket.request.max.bytes"),
+            )
             await nursery.start(quorum.run, self.controller.on_quorum_image, kafka)
             await quorum.wait_replayed()
             await self.controller.migrate_legacy_image()
@@ -228,7 +257,9 @@ class BrokerServer:
             await nursery.start(self.add_partitions_to_txn.run)
             await nursery.start(self.replicas.run_background)
             await nursery.start(self.groups.run)
-            self.lifecycle = BrokerLifecycle(self.controller, quorum, self.config.get_int("broker.heartbeat.interval.ms"))
+            self.lifecycle = BrokerLifecycle(
+                self.controller, quorum, self.config.get_int("broker.heartbeat.interval.ms")
+            )
             await nursery.start(self.controller.sessions.run)
             await nursery.start(self.controller.expire_delegation_tokens)
             await nursery.start(self.lifecycle.run)
@@ -237,7 +268,7 @@ class BrokerServer:
             await nursery.start(self.replicas.replication.run)
             await nursery.start(self.server.serve)
             if self.audit is not None:  # lines recorded before this wait in memory
-                await nursery.start(self.audit.run, "%s:%d" % self.advertised)
+                await nursery.start(self.audit.run, "{}:{:d}".format(*self.advertised))
             metrics_listen = self.config.http_endpoint("metrics.listen")
             if metrics_listen:
                 host, port, _tls = metrics_listen
@@ -249,8 +280,6 @@ class BrokerServer:
                 self.metrics_address = await nursery.start(self.metrics.serve, host, port)
             console_listen = self.config.http_endpoint("console.listen")
             if console_listen:
-                from logbroker.console import ConsoleServer  # its client and CLI modules load only when asked for
-
                 host, port, _tls = console_listen
                 self.console = self._console_server()
                 self.console.http.tls = http_tls.server_context(self.config, "console.listen")
@@ -263,19 +292,29 @@ class BrokerServer:
 
                 host, port, _tls = registry_listen
                 cfg = self.config
-                auth = RegistryAuth(self._basic_auth(cfg.http_authentication("schema.registry.authentication.method"),
-                                                     "schema_registry"),
-                                    self.authorizer.authorize if self.authorizer.enabled else None)
+                auth = RegistryAuth(
+                    self._basic_auth(
+                        cfg.http_authentication("schema.registry.authentication.method"), "schema_registry"
+                    ),
+                    self.authorizer.authorize if self.authorizer.enabled else None,
+                )
                 self.schema_registry = SchemaRegistryServer(
-                    "%s:%d" % self.advertised, cfg.get_int("schema.registry.topic.replication.factor"),
-                    own_clients.client_config(cfg, "schema.registry.listen"), auth,
-                    self.replicas.table)
+                    "{}:{:d}".format(*self.advertised),
+                    cfg.get_int("schema.registry.topic.replication.factor"),
+                    own_clients.client_config(cfg, "schema.registry.listen"),
+                    auth,
+                    self.replicas.table,
+                )
                 self.schema_registry.http.tls = http_tls.server_context(cfg, "schema.registry.listen")
                 self.schema_registry_address = await nursery.start(self.schema_registry.serve, host, port)
                 self.replicas.iceberg.registry = self.schema_registry
             log.info(
                 "broker %d serving on %s:%d (advertised %s:%d), data dir %s, cluster %s, %d partition(s)",
-                self.node_id, *self.address, *self.advertised, data_dir, self.cluster_id,
+                self.node_id,
+                *self.address,
+                *self.advertised,
+                data_dir,
+                self.cluster_id,
                 len(self.replicas.partitions),
             )
             task_status.started(self.address)

@@ -79,10 +79,18 @@ class DeadLetterWriter:
         if dlq is None:
             return
         if not dlq.startswith(self.prefix):
-            log.warning("share group %r: dead-letter topic %r does not start with errors.deadletterqueue.topic.name."
-                        "prefix=%r; %d record(s) of %s-%d not copied (offsets %s)", group_id, dlq, self.prefix,
-                        len(entries), topic, partition, [e[0] for e in entries],
-                        extra=fields(group=group_id, topic=topic, partition=partition))
+            log.warning(
+                "share group %r: dead-letter topic %r does not start with errors.deadletterqueue.topic.name."
+                "prefix=%r; %d record(s) of %s-%d not copied (offsets %s)",
+                group_id,
+                dlq,
+                self.prefix,
+                len(entries),
+                topic,
+                partition,
+                [e[0] for e in entries],
+                extra=fields(group=group_id, topic=topic, partition=partition),
+            )
             return
         self.pending.append(DeadLetters(group_id, topic, partition, dlq, lg, list(entries)))
         self._wake.set()
@@ -101,14 +109,30 @@ class DeadLetterWriter:
                     except (DeadLetterError, BrokerUnreachable, _core.LogBrokerError, OSError) as e:
                         item.attempts += 1
                         if item.attempts >= ATTEMPTS:
-                            log.error("share group %r: %d dead letter(s) of %s-%d (offsets %s) not copied to %s "
-                                      "after %d attempts: %s", item.group_id, len(item.entries), item.topic,
-                                      item.partition, [e[0] for e in item.entries], item.dlq_topic, item.attempts, e,
-                                      extra=fields(group=item.group_id, topic=item.topic, partition=item.partition))
+                            log.error(
+                                "share group %r: %d dead letter(s) of %s-%d (offsets %s) not copied to %s "
+                                "after %d attempts: %s",
+                                item.group_id,
+                                len(item.entries),
+                                item.topic,
+                                item.partition,
+                                [e[0] for e in item.entries],
+                                item.dlq_topic,
+                                item.attempts,
+                                e,
+                                extra=fields(group=item.group_id, topic=item.topic, partition=item.partition),
+                            )
                         else:
-                            log.info("share group %r: copying dead letters of %s-%d to %s failed (attempt %d): %s",
-                                     item.group_id, item.topic, item.partition, item.dlq_topic, item.attempts, e,
-                                     extra=fields(group=item.group_id, topic=item.topic, partition=item.partition))
+                            log.info(
+                                "share group %r: copying dead letters of %s-%d to %s failed (attempt %d): %s",
+                                item.group_id,
+                                item.topic,
+                                item.partition,
+                                item.dlq_topic,
+                                item.attempts,
+                                e,
+                                extra=fields(group=item.group_id, topic=item.topic, partition=item.partition),
+                            )
                             retry.append(item)
                 if retry:
                     self.pending[:0] = retry
@@ -132,18 +156,35 @@ class DeadLetterWriter:
         if batch is None:
             return
         Req: Any = REQUESTS[0]
-        body = Req(transactional_id=None, acks=-1, timeout_ms=30000, topic_data=[Req.TopicProduceData(
-            name=item.dlq_topic, partition_data=[Req.PartitionProduceData(index=index, records=batch)])])
+        body = Req(
+            transactional_id=None,
+            acks=-1,
+            timeout_ms=30000,
+            topic_data=[
+                Req.TopicProduceData(
+                    name=item.dlq_topic, partition_data=[Req.PartitionProduceData(index=index, records=batch)]
+                )
+            ],
+        )
         resp = await self.channel.request(leader, endpoint, 0, PRODUCE_VERSION, body, timeout=35)
         pr = resp.responses[0].partition_responses[0]
         if pr.error_code != ErrorCode.NONE:
-            raise DeadLetterError(f"Produce to {item.dlq_topic}-{index} answered {ErrorCode(pr.error_code).name}"
-                                  + (f": {pr.error_message}" if pr.error_message else ""))
+            raise DeadLetterError(
+                f"Produce to {item.dlq_topic}-{index} answered {ErrorCode(pr.error_code).name}"
+                + (f": {pr.error_message}" if pr.error_message else "")
+            )
         self.written += len(item.entries)
-        log.info("share group %r: %d record(s) of %s-%d (offsets %s) copied to dead-letter topic %s-%d",
-                 item.group_id, len(item.entries), item.topic, item.partition, [e[0] for e in item.entries],
-                 item.dlq_topic, index,
-                 extra=fields(group=item.group_id, topic=item.topic, partition=item.partition))
+        log.info(
+            "share group %r: %d record(s) of %s-%d (offsets %s) copied to dead-letter topic %s-%d",
+            item.group_id,
+            len(item.entries),
+            item.topic,
+            item.partition,
+            [e[0] for e in item.entries],
+            item.dlq_topic,
+            index,
+            extra=fields(group=item.group_id, topic=item.topic, partition=item.partition),
+        )
 
     def _batch(self, item: DeadLetters) -> bytes | None:
         """The dead-letter batch (in a worker thread: reads the log)."""
@@ -166,9 +207,13 @@ class DeadLetterWriter:
             r = found[off]
             count, reason = wanted[off]
             headers = [(k.encode(), v) for k, v in r.headers] + [
-                (b"dlt.source.topic", item.topic.encode()), (b"dlt.source.partition", str(item.partition).encode()),
-                (b"dlt.source.offset", str(off).encode()), (b"dlt.group", item.group_id.encode()),
-                (b"dlt.attempts", str(count).encode()), (b"dlt.error", reason.encode())]
+                (b"dlt.source.topic", item.topic.encode()),
+                (b"dlt.source.partition", str(item.partition).encode()),
+                (b"dlt.source.offset", str(off).encode()),
+                (b"dlt.group", item.group_id.encode()),
+                (b"dlt.attempts", str(count).encode()),
+                (b"dlt.error", reason.encode()),
+            ]
             records.append((r.key, r.value, r.timestamp - found[min(found)].timestamp, headers))
         if not records:
             return None

@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 
 import trio
 
-from logbroker.broker.share_partition import SharePartition, ShareError
+from logbroker.broker.share_partition import ShareError, SharePartition
 from logbroker.coord.groups.state_topic import StateTopicError
 from logbroker.log_format import fields
 from logbroker.protocol import ErrorCode
@@ -62,6 +62,7 @@ class ShareSession:
 @dataclass
 class PartitionResult:
     """What a fetch or acknowledgement has to say about one partition."""
+
     topic_id: uuid.UUID
     partition: int
     error: int = ErrorCode.NONE
@@ -114,10 +115,12 @@ class ShareFetchManager:
         if part is None or not part.is_leader or part.deleted:
             topic = self.controller.image.topics.get(name)
             if topic is None or partition not in topic.partitions:
-                return PartitionResult(topic_id, partition, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                                       f"{name}-{partition} does not exist")
-            return PartitionResult(topic_id, partition, ErrorCode.NOT_LEADER_OR_FOLLOWER,
-                                   f"{name}-{partition} is not led by this broker")
+                return PartitionResult(
+                    topic_id, partition, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{name}-{partition} does not exist"
+                )
+            return PartitionResult(
+                topic_id, partition, ErrorCode.NOT_LEADER_OR_FOLLOWER, f"{name}-{partition} is not led by this broker"
+            )
         return name, part
 
     def share_partition(self, group_id: str, topic: str, part) -> SharePartition | None:
@@ -155,29 +158,46 @@ class ShareFetchManager:
                 start = part.log.high_watermark if reset == "latest" else part.log.log_start_offset
                 await self.persister.write(pkey, state_epoch, epoch, start, [])
             if part.leader_epoch != epoch or not part.is_leader:
-                raise StateTopicError(ErrorCode.NOT_LEADER_OR_FOLLOWER,
-                                      f"share group {group_id!r}: {topic}-{part.index} changed leader while loading")
+                raise StateTopicError(
+                    ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                    f"share group {group_id!r}: {topic}-{part.index} changed leader while loading",
+                )
             old = self.partitions.get(key)
             sp = SharePartition(group_id, topic, part.index, start, 0.0, 0, self.max_in_flight)
             sp.restore(batches)
             sp.leader_epoch, sp.state_epoch, sp.topic_id, sp.source_log = epoch, state_epoch, topic_id, part.log
             self.partitions[key] = sp
             if fresh:
-                log.info("share group %r: %s-%d starts at offset %d (share.auto.offset.reset=%s)",
-                         group_id, topic, part.index, start, reset,
-                         extra=fields(group=group_id, topic=topic, partition=part.index, offset=start))
+                log.info(
+                    "share group %r: %s-%d starts at offset %d (share.auto.offset.reset=%s)",
+                    group_id,
+                    topic,
+                    part.index,
+                    start,
+                    reset,
+                    extra=fields(group=group_id, topic=topic, partition=part.index, offset=start),
+                )
             else:
-                log.info("share group %r: %s-%d read back%s: SPSO %d, SPEO %d, state epoch %d, leader epoch %d",
-                         group_id, topic, part.index, "" if old is None else f" (was led here at epoch {old.leader_epoch})",
-                         sp.start_offset, sp.end_offset, state_epoch, epoch,
-                         extra=fields(group=group_id, topic=topic, partition=part.index))
+                log.info(
+                    "share group %r: %s-%d read back%s: SPSO %d, SPEO %d, state epoch %d, leader epoch %d",
+                    group_id,
+                    topic,
+                    part.index,
+                    "" if old is None else f" (was led here at epoch {old.leader_epoch})",
+                    sp.start_offset,
+                    sp.end_offset,
+                    state_epoch,
+                    epoch,
+                    extra=fields(group=group_id, topic=topic, partition=part.index),
+                )
             return self.share_partition(group_id, topic, part) or sp
         finally:
             del self._loading[key]
             done.set()
 
-    async def load_all(self, group_id: str, targets: list[tuple[uuid.UUID, int, str, object]]
-                       ) -> dict[tuple[uuid.UUID, int], PartitionResult]:
+    async def load_all(
+        self, group_id: str, targets: list[tuple[uuid.UUID, int, str, object]]
+    ) -> dict[tuple[uuid.UUID, int], PartitionResult]:
         """Loads the share-partitions of `targets` not loaded yet, at once; the ones that
         failed, as results naming the error."""
         failed: dict[tuple[uuid.UUID, int], PartitionResult] = {}
@@ -186,8 +206,14 @@ class ShareFetchManager:
             try:
                 await self.load(group_id, topic_id, topic, part)
             except StateTopicError as e:
-                log.warning("share group %r: reading the state of %s-%d failed: %s", group_id, topic, index, e,
-                            extra=fields(group=group_id, topic=topic, partition=index))
+                log.warning(
+                    "share group %r: reading the state of %s-%d failed: %s",
+                    group_id,
+                    topic,
+                    index,
+                    e,
+                    extra=fields(group=group_id, topic=topic, partition=index),
+                )
                 failed[(topic_id, index)] = PartitionResult(topic_id, index, e.code, str(e))
 
         missing = [t for t in targets if self.share_partition(group_id, t[2], t[3]) is None]
@@ -223,13 +249,23 @@ class ShareFetchManager:
             done = sp.writing = trio.Event()
             version = sp.version
             try:
-                await self.persister.write((sp.group_id, sp.topic_id, sp.partition), sp.state_epoch, sp.leader_epoch,
-                                           sp.start_offset, sp.state_batches())
+                await self.persister.write(
+                    (sp.group_id, sp.topic_id, sp.partition),
+                    sp.state_epoch,
+                    sp.leader_epoch,
+                    sp.start_offset,
+                    sp.state_batches(),
+                )
                 sp.persisted_version = max(sp.persisted_version, version)
             except StateTopicError as e:
                 if e.code in (ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.FENCED_STATE_EPOCH):
-                    log.warning("share group %r: %s: %s; its state is read back at its next use", sp.group_id,
-                                sp.name, e, extra=fields(group=sp.group_id, topic=sp.topic, partition=sp.partition))
+                    log.warning(
+                        "share group %r: %s: %s; its state is read back at its next use",
+                        sp.group_id,
+                        sp.name,
+                        e,
+                        extra=fields(group=sp.group_id, topic=sp.topic, partition=sp.partition),
+                    )
                     if self.partitions.get((sp.group_id, sp.topic, sp.partition)) is sp:
                         del self.partitions[(sp.group_id, sp.topic, sp.partition)]
                 raise
@@ -241,8 +277,13 @@ class ShareFetchManager:
         try:
             await self.persist(sp)
         except StateTopicError as e:
-            log.warning("share group %r: writing the state of %s failed (retried at its next change): %s",
-                        sp.group_id, sp.name, e, extra=fields(group=sp.group_id, topic=sp.topic, partition=sp.partition))
+            log.warning(
+                "share group %r: writing the state of %s failed (retried at its next change): %s",
+                sp.group_id,
+                sp.name,
+                e,
+                extra=fields(group=sp.group_id, topic=sp.topic, partition=sp.partition),
+            )
 
     def _after_change(self, sp: SharePartition) -> None:
         """Hands the records `sp` gave up on to the dead-letter writer, and starts writing its
@@ -262,41 +303,57 @@ class ShareFetchManager:
         now = trio.current_time()
         if epoch == 0:
             if acknowledging:
-                raise ShareError(ErrorCode.INVALID_REQUEST,
-                                 f"share group {group_id!r} member {member_id}: acknowledgements in a request "
-                                 f"that opens a share session (epoch 0)")
+                raise ShareError(
+                    ErrorCode.INVALID_REQUEST,
+                    f"share group {group_id!r} member {member_id}: acknowledgements in a request "
+                    f"that opens a share session (epoch 0)",
+                )
             old = self.sessions.pop(key, None)
             if old is not None:
                 self.release_member(old.group_id, old.member_id)
             self.evict_idle(now)
             if len(self.sessions) >= self.max_sessions:
-                raise ShareError(ErrorCode.SHARE_SESSION_LIMIT_REACHED,
-                                 f"share group {group_id!r} member {member_id}: this broker holds "
-                                 f"{len(self.sessions)} share sessions (group.share.max.share.sessions="
-                                 f"{self.max_sessions})")
+                raise ShareError(
+                    ErrorCode.SHARE_SESSION_LIMIT_REACHED,
+                    f"share group {group_id!r} member {member_id}: this broker holds "
+                    f"{len(self.sessions)} share sessions (group.share.max.share.sessions="
+                    f"{self.max_sessions})",
+                )
             new = self.sessions[key] = ShareSession(group_id, member_id, last_used=now)
             return new
         s = self.sessions.get(key)
         if s is None:
-            raise ShareError(ErrorCode.SHARE_SESSION_NOT_FOUND,
-                             f"share group {group_id!r} member {member_id} has no share session on this broker")
+            raise ShareError(
+                ErrorCode.SHARE_SESSION_NOT_FOUND,
+                f"share group {group_id!r} member {member_id} has no share session on this broker",
+            )
         s.last_used = now
         if epoch != -1:
             if epoch != s.next_epoch:
-                raise ShareError(ErrorCode.INVALID_SHARE_SESSION_EPOCH,
-                                 f"share group {group_id!r} member {member_id}: share session epoch {epoch}, "
-                                 f"expected {s.next_epoch}")
+                raise ShareError(
+                    ErrorCode.INVALID_SHARE_SESSION_EPOCH,
+                    f"share group {group_id!r} member {member_id}: share session epoch {epoch}, "
+                    f"expected {s.next_epoch}",
+                )
             s.next_epoch = 1 if epoch == MAX_EPOCH else epoch + 1
         return s
 
     def evict_idle(self, now: float) -> int:
         """Drops sessions unused for longer than their group's share.session.timeout.ms (their
         consumer is gone: it would have fetched or left); their records come back."""
-        idle = [s for s in self.sessions.values()
-                if now - s.last_used > self.group_config(s.group_id, "share.session.timeout.ms") / 1000]
+        idle = [
+            s
+            for s in self.sessions.values()
+            if now - s.last_used > self.group_config(s.group_id, "share.session.timeout.ms") / 1000
+        ]
         for s in idle:
-            log.info("share group %r: share session of member %s idle for %.0f s: dropped", s.group_id, s.member_id,
-                     now - s.last_used, extra=fields(group=s.group_id))
+            log.info(
+                "share group %r: share session of member %s idle for %.0f s: dropped",
+                s.group_id,
+                s.member_id,
+                now - s.last_used,
+                extra=fields(group=s.group_id),
+            )
             self.close_session(s)
         return len(idle)
 
@@ -314,11 +371,15 @@ class ShareFetchManager:
             try:
                 await self.persist(sp)
             except StateTopicError as e:
-                log.warning("share group %r: writing the state of %s failed: %s", group_id, sp.name, e,
-                            extra=fields(group=group_id, topic=sp.topic, partition=sp.partition))
+                log.warning(
+                    "share group %r: writing the state of %s failed: %s",
+                    group_id,
+                    sp.name,
+                    e,
+                    extra=fields(group=group_id, topic=sp.topic, partition=sp.partition),
+                )
                 continue
-            if (self.partitions.get(key) is sp and not sp.dirty
-                    and not any(g == group_id for g, _ in self.sessions)):
+            if self.partitions.get(key) is sp and not sp.dirty and not any(g == group_id for g, _ in self.sessions):
                 del self.partitions[key]
 
     def release_member(self, group_id: str, member_id: str) -> None:
@@ -329,14 +390,20 @@ class ShareFetchManager:
                 n += sp.release_member(member_id)
                 self._after_change(sp)
         if n:
-            log.info("share group %r: %d record(s) of member %s released", group_id, n, member_id,
-                     extra=fields(group=group_id))
+            log.info(
+                "share group %r: %d record(s) of member %s released",
+                group_id,
+                n,
+                member_id,
+                extra=fields(group=group_id),
+            )
             self._changed()
 
     # --- acknowledgements -----------------------------------------------------------------
 
-    async def acknowledge(self, group_id: str, member_id: str, topic_id: uuid.UUID, topic: str, part, batches,
-                          renew_allowed: bool = True) -> tuple[int, str | None]:
+    async def acknowledge(
+        self, group_id: str, member_id: str, topic_id: uuid.UUID, topic: str, part, batches, renew_allowed: bool = True
+    ) -> tuple[int, str | None]:
         """Applies a partition's acknowledgement batches (all or none), and answers once the
         new state is written: (error code, message)."""
         if not renew_allowed and any(4 in b.acknowledge_types for b in batches):
@@ -362,8 +429,9 @@ class ShareFetchManager:
 
     # --- acquisition --------------------------------------------------------------------------
 
-    def _acquire_one(self, sp: SharePartition, part, member_id: str, now: float, max_records: int,
-                     max_bytes: int) -> tuple[bytes | None, list[tuple[int, int, int]]]:
+    def _acquire_one(
+        self, sp: SharePartition, part, member_id: str, now: float, max_records: int, max_bytes: int
+    ) -> tuple[bytes | None, list[tuple[int, int, int]]]:
         lg = part.log
         sp.move_start(lg.log_start_offset)
         first = sp.first_available(now)
@@ -391,8 +459,14 @@ class ShareFetchManager:
         acquired = sp.acquire(member_id, first, min(end, bound), now, max_records)
         return (data, acquired) if acquired else (None, [])
 
-    def acquire(self, session: ShareSession, targets: list[tuple[uuid.UUID, int, str, object]], now: float,
-                max_records: int, max_bytes: int) -> dict[tuple[uuid.UUID, int], tuple[bytes, list]]:
+    def acquire(
+        self,
+        session: ShareSession,
+        targets: list[tuple[uuid.UUID, int, str, object]],
+        now: float,
+        max_records: int,
+        max_bytes: int,
+    ) -> dict[tuple[uuid.UUID, int], tuple[bytes, list]]:
         out = {}
         for topic_id, index, topic, part in targets:
             if max_records <= 0 or max_bytes <= 0:
@@ -403,9 +477,14 @@ class ShareFetchManager:
             try:
                 data, acquired = self._acquire_one(sp, part, session.member_id, now, max_records, max_bytes)
             except Exception as e:  # noqa: BLE001 - a log error on one partition must not fail the others
-                log.warning("share group %r: reading %s at offset %d failed: %s", session.group_id, sp.name,
-                            sp.end_offset, e, extra=fields(group=session.group_id, topic=sp.topic,
-                                                           partition=sp.partition, offset=sp.end_offset))
+                log.warning(
+                    "share group %r: reading %s at offset %d failed: %s",
+                    session.group_id,
+                    sp.name,
+                    sp.end_offset,
+                    e,
+                    extra=fields(group=session.group_id, topic=sp.topic, partition=sp.partition, offset=sp.end_offset),
+                )
                 continue
             finally:
                 self._after_change(sp)  # locks that ran out at the delivery limit

@@ -52,6 +52,7 @@ class RecordState(enum.IntEnum):
 
 class AcknowledgeType(enum.IntEnum):
     """The AcknowledgeTypes values of ShareFetch/ShareAcknowledge."""
+
     GAP = 0
     ACCEPT = 1
     RELEASE = 2
@@ -77,8 +78,16 @@ class ShareError(Exception):
 
 
 class SharePartition:
-    def __init__(self, group_id: str, topic: str, partition: int, start_offset: int, lock_duration_s: float,
-                 delivery_count_limit: int, max_in_flight: int) -> None:
+    def __init__(
+        self,
+        group_id: str,
+        topic: str,
+        partition: int,
+        start_offset: int,
+        lock_duration_s: float,
+        delivery_count_limit: int,
+        max_in_flight: int,
+    ) -> None:
         self.group_id = group_id
         self.topic = topic
         self.partition = partition
@@ -126,8 +135,12 @@ class SharePartition:
         for off in range(self.start_offset, self.end_offset):
             rec = self.records[off]
             state = RecordState.AVAILABLE if rec.state == RecordState.ACQUIRED else rec.state
-            if (out and out[-1].last_offset == off - 1 and out[-1].delivery_state == state
-                    and out[-1].delivery_count == rec.delivery_count):
+            if (
+                out
+                and out[-1].last_offset == off - 1
+                and out[-1].delivery_state == state
+                and out[-1].delivery_count == rec.delivery_count
+            ):
                 out[-1] = StateBatch(out[-1].first_offset, off, int(state), rec.delivery_count)
             else:
                 out.append(StateBatch(off, off, int(state), rec.delivery_count))
@@ -150,8 +163,7 @@ class SharePartition:
     def can_acquire_new(self) -> bool:
         return self.end_offset - self.start_offset < self.max_in_flight
 
-    def acquire(self, member_id: str, first: int, end: int, now: float, max_records: int
-                ) -> list[tuple[int, int, int]]:
+    def acquire(self, member_id: str, first: int, end: int, now: float, max_records: int) -> list[tuple[int, int, int]]:
         """Acquires for `member_id` what is acquirable in [first, end) — available in-flight
         records, and offsets from SPEO on — up to `max_records` (more to finish a run of new
         offsets is not taken); returns the AcquiredRecords ranges `(first, last, delivery count)`."""
@@ -185,21 +197,33 @@ class SharePartition:
         first offset not acquired by this member."""
         n = last - first + 1
         if n <= 0 or not types or (len(types) != 1 and len(types) != n):
-            raise ShareError(ErrorCode.INVALID_REQUEST,
-                             f"share group {self.group_id!r}, {self.name}: acknowledgement batch {first}-{last} "
-                             f"has {len(types)} acknowledge types")
+            raise ShareError(
+                ErrorCode.INVALID_REQUEST,
+                f"share group {self.group_id!r}, {self.name}: acknowledgement batch {first}-{last} "
+                f"has {len(types)} acknowledge types",
+            )
         kinds = [AcknowledgeType(t) if t in AcknowledgeType._value2member_map_ else None for t in types]
         if None in kinds:
-            raise ShareError(ErrorCode.INVALID_REQUEST,
-                             f"share group {self.group_id!r}, {self.name}: unknown acknowledge type in {types}")
+            raise ShareError(
+                ErrorCode.INVALID_REQUEST,
+                f"share group {self.group_id!r}, {self.name}: unknown acknowledge type in {types}",
+            )
         for off in range(first, last + 1):
             rec = self.records.get(off)
             if rec is None or rec.state != RecordState.ACQUIRED or rec.member_id != member_id:
-                what = "not in flight" if rec is None else (
-                    f"{rec.state.name.lower()}" + (f" by member {rec.member_id}" if rec.state == RecordState.ACQUIRED else ""))
-                raise ShareError(ErrorCode.INVALID_RECORD_STATE,
-                                 f"share group {self.group_id!r}, {self.name}: offset {off} is {what}, "
-                                 f"not acquired by member {member_id} (SPSO {self.start_offset}, SPEO {self.end_offset})")
+                what = (
+                    "not in flight"
+                    if rec is None
+                    else (
+                        f"{rec.state.name.lower()}"
+                        + (f" by member {rec.member_id}" if rec.state == RecordState.ACQUIRED else "")
+                    )
+                )
+                raise ShareError(
+                    ErrorCode.INVALID_RECORD_STATE,
+                    f"share group {self.group_id!r}, {self.name}: offset {off} is {what}, "
+                    f"not acquired by member {member_id} (SPSO {self.start_offset}, SPEO {self.end_offset})",
+                )
         for i, off in enumerate(range(first, last + 1)):
             kind = kinds[0] if len(kinds) == 1 else kinds[i]
             rec = self.records[off]
@@ -249,8 +273,9 @@ class SharePartition:
         rec.member_id, rec.deadline = "", 0.0
         if rec.delivery_count >= self.delivery_count_limit:
             rec.state = RecordState.ARCHIVED
-            self.dead_letters.append((off, rec.delivery_count,
-                                      f"delivery count limit {self.delivery_count_limit} reached"))
+            self.dead_letters.append(
+                (off, rec.delivery_count, f"delivery count limit {self.delivery_count_limit} reached")
+            )
         else:
             rec.state = RecordState.AVAILABLE
 

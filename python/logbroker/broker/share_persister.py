@@ -23,11 +23,11 @@ import trio
 
 from logbroker.broker.end_offsets import end_offsets
 from logbroker.coord.broker_channel import BrokerChannel, BrokerUnreachable
-from logbroker.coord.peer_security import inter_broker_security
-from logbroker.coord.metadata.control import ControllerError
 from logbroker.coord.groups.share_coordinator import Key, ShareCoordinator
 from logbroker.coord.groups.share_state_log import SHARE_STATE_TOPIC, ShareState, StateBatch, coordinator_key
 from logbroker.coord.groups.state_topic import StateTopicError
+from logbroker.coord.metadata.control import ControllerError
+from logbroker.coord.peer_security import inter_broker_security
 from logbroker.protocol import REQUESTS, ErrorCode
 
 log = logging.getLogger("logbroker.share")
@@ -63,33 +63,46 @@ class SharePersister:
                 if leader == self.node_id:
                     return await local()
                 image = self.controller.image
-                endpoint = next(((b.host, b.port) for b in self.controller.client_brokers(image)
-                                 if b.node_id == leader), None)
+                endpoint = next(
+                    ((b.host, b.port) for b in self.controller.client_brokers(image) if b.node_id == leader), None
+                )
                 if endpoint is None:
-                    raise StateTopicError(ErrorCode.COORDINATOR_NOT_AVAILABLE,
-                                          f"{_what(key)}: its share coordinator (node {leader}) is not available")
-                resp = await self.channel.request(leader, endpoint, api_key, 0, request,
-                                                  timeout=max(1.0, deadline - trio.current_time()))
+                    raise StateTopicError(
+                        ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                        f"{_what(key)}: its share coordinator (node {leader}) is not available",
+                    )
+                resp = await self.channel.request(
+                    leader, endpoint, api_key, 0, request, timeout=max(1.0, deadline - trio.current_time())
+                )
                 result = resp.results[0].partitions[0]
                 if result.error_code:
-                    raise StateTopicError(result.error_code, result.error_message or
-                                          f"{_what(key)}: error {result.error_code} from node {leader}")
+                    raise StateTopicError(
+                        result.error_code,
+                        result.error_message or f"{_what(key)}: error {result.error_code} from node {leader}",
+                    )
                 return result
             except (StateTopicError, ControllerError, BrokerUnreachable) as e:
                 code = e.code if isinstance(e, StateTopicError) else ErrorCode.COORDINATOR_NOT_AVAILABLE
                 if code not in RETRIABLE:
                     raise
                 if trio.current_time() + pause > deadline:
-                    raise StateTopicError(code, f"{_what(key)}: share coordinator not available within "
-                                                f"{timeout:.0f} s: {e}") from None
+                    raise StateTopicError(
+                        code, f"{_what(key)}: share coordinator not available within {timeout:.0f} s: {e}"
+                    ) from None
                 await trio.sleep(pause)
                 pause = min(pause * 2, 1.0)
 
     async def read(self, key: Key, leader_epoch: int) -> tuple[int, int, list[StateBatch]]:
         """(state epoch, start offset (-1: uninitialised), state batches)."""
         Request: Any = REQUESTS[READ]
-        request = Request(group_id=key[0], topics=[Request.ReadStateData(topic_id=key[1], partitions=[
-            Request.PartitionData(partition=key[2], leader_epoch=leader_epoch)])])
+        request = Request(
+            group_id=key[0],
+            topics=[
+                Request.ReadStateData(
+                    topic_id=key[1], partitions=[Request.PartitionData(partition=key[2], leader_epoch=leader_epoch)]
+                )
+            ],
+        )
 
         async def local():
             return await self.coordinator.read(key, leader_epoch)
@@ -99,18 +112,41 @@ class SharePersister:
             return 0, -1, []
         if isinstance(got, ShareState):
             return got.state_epoch, got.start_offset, list(got.batches)
-        return got.state_epoch, got.start_offset, [
-            StateBatch(b.first_offset, b.last_offset, b.delivery_state, b.delivery_count) for b in got.state_batches]
+        return (
+            got.state_epoch,
+            got.start_offset,
+            [StateBatch(b.first_offset, b.last_offset, b.delivery_state, b.delivery_count) for b in got.state_batches],
+        )
 
-    async def write(self, key: Key, state_epoch: int, leader_epoch: int, start_offset: int,
-                    batches: list[StateBatch]) -> None:
+    async def write(
+        self, key: Key, state_epoch: int, leader_epoch: int, start_offset: int, batches: list[StateBatch]
+    ) -> None:
         Request: Any = REQUESTS[WRITE]
-        request = Request(group_id=key[0], topics=[Request.WriteStateData(topic_id=key[1], partitions=[
-            Request.PartitionData(partition=key[2], state_epoch=state_epoch, leader_epoch=leader_epoch,
-                                  start_offset=start_offset, state_batches=[
-                                      Request.StateBatch(first_offset=b.first_offset, last_offset=b.last_offset,
-                                                         delivery_state=b.delivery_state,
-                                                         delivery_count=b.delivery_count) for b in batches])])])
+        request = Request(
+            group_id=key[0],
+            topics=[
+                Request.WriteStateData(
+                    topic_id=key[1],
+                    partitions=[
+                        Request.PartitionData(
+                            partition=key[2],
+                            state_epoch=state_epoch,
+                            leader_epoch=leader_epoch,
+                            start_offset=start_offset,
+                            state_batches=[
+                                Request.StateBatch(
+                                    first_offset=b.first_offset,
+                                    last_offset=b.last_offset,
+                                    delivery_state=b.delivery_state,
+                                    delivery_count=b.delivery_count,
+                                )
+                                for b in batches
+                            ],
+                        )
+                    ],
+                )
+            ],
+        )
 
         async def local():
             await self.coordinator.write(key, state_epoch, leader_epoch, start_offset, batches)
@@ -119,8 +155,17 @@ class SharePersister:
 
     async def initialize(self, key: Key, state_epoch: int, start_offset: int) -> None:
         Request: Any = REQUESTS[INITIALIZE]
-        request = Request(group_id=key[0], topics=[Request.InitializeStateData(topic_id=key[1], partitions=[
-            Request.PartitionData(partition=key[2], state_epoch=state_epoch, start_offset=start_offset)])])
+        request = Request(
+            group_id=key[0],
+            topics=[
+                Request.InitializeStateData(
+                    topic_id=key[1],
+                    partitions=[
+                        Request.PartitionData(partition=key[2], state_epoch=state_epoch, start_offset=start_offset)
+                    ],
+                )
+            ],
+        )
 
         async def local():
             await self.coordinator.initialize(key, state_epoch, start_offset)
@@ -129,17 +174,19 @@ class SharePersister:
 
     async def delete(self, key: Key) -> None:
         Request: Any = REQUESTS[DELETE]
-        request = Request(group_id=key[0], topics=[Request.DeleteStateData(topic_id=key[1], partitions=[
-            Request.PartitionData(partition=key[2])])])
+        request = Request(
+            group_id=key[0],
+            topics=[Request.DeleteStateData(topic_id=key[1], partitions=[Request.PartitionData(partition=key[2])])],
+        )
 
         async def local():
             await self.coordinator.delete(key)
 
         await self._call(key, DELETE, local, request)
 
-
-    async def summaries(self, group_id: str, parts: list[tuple[uuid.UUID, int]]
-                        ) -> dict[tuple[uuid.UUID, int], tuple[int, str | None, int, int, int, int]]:
+    async def summaries(
+        self, group_id: str, parts: list[tuple[uuid.UUID, int]]
+    ) -> dict[tuple[uuid.UUID, int], tuple[int, str | None, int, int, int, int]]:
         """For each (topic id, partition) of the group: (error code, message, state epoch,
         leader epoch, start offset, delivery-complete count); start offset -1 where the group
         has no state, count -1 where unknown. One ReadShareGroupStateSummary (v1, KIP-1226)
@@ -160,35 +207,60 @@ class SharePersister:
                     except StateTopicError as e:
                         out[tp] = (e.code, str(e), 0, -1, -1, -1)
                         continue
-                    out[tp] = ((ErrorCode.NONE, None, 0, -1, -1, -1) if s is None
-                               else (ErrorCode.NONE, None, s.state_epoch, s.leader_epoch, s.start_offset,
-                                     s.delivery_complete_count))
+                    out[tp] = (
+                        (ErrorCode.NONE, None, 0, -1, -1, -1)
+                        if s is None
+                        else (
+                            ErrorCode.NONE,
+                            None,
+                            s.state_epoch,
+                            s.leader_epoch,
+                            s.start_offset,
+                            s.delivery_complete_count,
+                        )
+                    )
                 return
             Request: Any = REQUESTS[READ_SUMMARY]
             topics: dict[uuid.UUID, list[int]] = {}
             for tid, p in tps:
                 topics.setdefault(tid, []).append(p)
-            request = Request(group_id=group_id, topics=[Request.ReadStateSummaryData(topic_id=tid, partitions=[
-                Request.PartitionData(partition=p, leader_epoch=-1) for p in ps]) for tid, ps in topics.items()])
+            request = Request(
+                group_id=group_id,
+                topics=[
+                    Request.ReadStateSummaryData(
+                        topic_id=tid, partitions=[Request.PartitionData(partition=p, leader_epoch=-1) for p in ps]
+                    )
+                    for tid, ps in topics.items()
+                ],
+            )
             try:
                 if node not in endpoints:
                     raise BrokerUnreachable(f"share coordinator node {node} is not available")
-                resp = await self.channel.request(node, endpoints[node], READ_SUMMARY, 1, request, timeout=CALL_TIMEOUT_S)
+                resp = await self.channel.request(
+                    node, endpoints[node], READ_SUMMARY, 1, request, timeout=CALL_TIMEOUT_S
+                )
             except BrokerUnreachable as e:
                 for tp in tps:
                     out[tp] = (ErrorCode.COORDINATOR_NOT_AVAILABLE, str(e), 0, -1, -1, -1)
                 return
             for r in resp.results:
                 for pr in r.partitions:
-                    out[(r.topic_id, pr.partition)] = (pr.error_code, pr.error_message, pr.state_epoch,
-                                                       pr.leader_epoch, pr.start_offset, pr.delivery_complete_count)
+                    out[(r.topic_id, pr.partition)] = (
+                        pr.error_code,
+                        pr.error_message,
+                        pr.state_epoch,
+                        pr.leader_epoch,
+                        pr.start_offset,
+                        pr.delivery_complete_count,
+                    )
 
         async with trio.open_nursery() as nursery:
             for node, tps in by_node.items():
                 nursery.start_soon(ask, node, tps)
         for tp in parts:
-            out.setdefault(tp, (ErrorCode.COORDINATOR_NOT_AVAILABLE, "no answer from the share coordinator", 0, -1,
-                                -1, -1))
+            out.setdefault(
+                tp, (ErrorCode.COORDINATOR_NOT_AVAILABLE, "no answer from the share coordinator", 0, -1, -1, -1)
+            )
         return out
 
     async def end_offsets(self, replicas, parts: list[tuple[str, int]]) -> dict[tuple[str, int], int]:

@@ -40,12 +40,23 @@ WILDCARD_HOST = "*"
 SUPPORTED = {
     "topic": {"read", "write", "create", "describe", "delete", "alter", "describe_configs", "alter_configs"},
     "group": {"read", "describe", "delete", "describe_configs", "alter_configs"},
-    "cluster": {"create", "cluster_action", "describe_configs", "alter_configs", "idempotent_write", "alter",
-                "describe"},
+    "cluster": {
+        "create",
+        "cluster_action",
+        "describe_configs",
+        "alter_configs",
+        "idempotent_write",
+        "alter",
+        "describe",
+    },
     "transactional_id": {"describe", "write", "two_phase_commit"},
 }
 PRODUCER_TOPIC, PRODUCER_TXN, CONSUMER_TOPIC, CONSUMER_GROUP = (
-    ("write", "describe", "create"), ("write", "describe"), ("read", "describe"), ("read",))
+    ("write", "describe", "create"),
+    ("write", "describe"),
+    ("read", "describe"),
+    ("read",),
+)
 
 
 def operation_name(text: str) -> str:
@@ -86,7 +97,9 @@ def entries(args, operations: tuple[str, ...]) -> list[tuple[str, str, str, str]
     and operation; hosts default to * for the principals given."""
     out = []
     for permission in ("allow", "deny"):
-        principals = [_principal(p, f"--{permission}-principal") for p in getattr(args, f"{permission}_principal") or []]
+        principals = [
+            _principal(p, f"--{permission}-principal") for p in getattr(args, f"{permission}_principal") or []
+        ]
         hosts = [h.strip() for h in getattr(args, f"{permission}_host") or []]
         if hosts and not principals:
             raise UsageError(f"--{permission}-host needs --{permission}-principal")
@@ -99,14 +112,16 @@ def entries(args, operations: tuple[str, ...]) -> list[tuple[str, str, str, str]
 def resource_entries(args, pattern_type: str) -> dict[tuple[str, str, str], list[tuple[str, str, str, str]]]:
     """What `add` creates and `remove` deletes: kafka-acls's getResourceFilterToAcls."""
     if (args.producer or args.consumer) and (args.operation or args.deny_principal or args.deny_host):
-        raise UsageError("--producer and --consumer choose the operations: no --operation, --deny-principal or "
-                         "--deny-host with them")
+        raise UsageError(
+            "--producer and --consumer choose the operations: no --operation, --deny-principal or --deny-host with them"
+        )
     if args.idempotent and not args.producer:
         raise UsageError("--idempotent is only for --producer")
     if args.producer and not args.topic:
         raise UsageError("with --producer, give a --topic")
-    if args.consumer and (not args.topic or not args.group
-                          or (not args.producer and (args.cluster or args.transactional_id))):
+    if args.consumer and (
+        not args.topic or not args.group or (not args.producer and (args.cluster or args.transactional_id))
+    ):
         raise UsageError("with --consumer, give a --topic and a --group, and no --cluster or --transactional-id")
     patterns = resources(args, pattern_type)
     if not patterns:
@@ -130,15 +145,27 @@ def resource_entries(args, pattern_type: str) -> dict[tuple[str, str, str], list
     for (rtype, _name, _p), acls in out.items():
         bad = sorted({op for _pr, _h, op, _perm in acls} - SUPPORTED[rtype] - {"all"})
         if bad:
-            raise UsageError(f"{rtype.upper()} resources do not take {', '.join(_camel(o) for o in bad)}; they take "
-                             f"{', '.join(_camel(o) for o in sorted(SUPPORTED[rtype] | {'all'}))}")
+            raise UsageError(
+                f"{rtype.upper()} resources do not take {', '.join(_camel(o) for o in bad)}; they take "
+                f"{', '.join(_camel(o) for o in sorted(SUPPORTED[rtype] | {'all'}))}"
+            )
     return out
 
 
 def print_acls(acls) -> None:
     rows = [("RESOURCE_TYPE", "NAME", "PATTERN", "PRINCIPAL", "HOST", "OPERATION", "PERMISSION")]
-    rows += [(a.resource_type.upper(), a.name, a.pattern_type.upper(), a.principal, a.host, a.operation.upper(),
-              a.permission.upper()) for a in acls]
+    rows += [
+        (
+            a.resource_type.upper(),
+            a.name,
+            a.pattern_type.upper(),
+            a.principal,
+            a.host,
+            a.operation.upper(),
+            a.permission.upper(),
+        )
+        for a in acls
+    ]
     widths = [max(len(r[c]) for r in rows) for c in range(len(rows[0]) - 1)]
     for r in rows:
         print("  ".join(f"{v:<{w}}" for v, w in zip(r, widths)) + "  " + r[-1])
@@ -148,13 +175,18 @@ def cmd_add(admin, args) -> int:
     from logbroker.client.admin import AclBinding
 
     if args.resource_pattern_type not in ("literal", "prefixed"):
-        raise UsageError(f"--resource-pattern-type {args.resource_pattern_type} is for list and remove; an ACL is "
-                         "literal or prefixed")
+        raise UsageError(
+            f"--resource-pattern-type {args.resource_pattern_type} is for list and remove; an ACL is "
+            "literal or prefixed"
+        )
     todo = resource_entries(args, args.resource_pattern_type)
     if any(not acls for acls in todo.values()):
         raise UsageError("give --allow-principal or --deny-principal to add ACLs")
-    bindings = [AclBinding(rtype, name, ptype, principal, host, op, perm)
-                for (rtype, name, ptype), acls in todo.items() for principal, host, op, perm in acls]
+    bindings = [
+        AclBinding(rtype, name, ptype, principal, host, op, perm)
+        for (rtype, name, ptype), acls in todo.items()
+        for principal, host, op, perm in acls
+    ]
     admin.create_acls(bindings)
     print(f"added {len(bindings)} ACL(s) (an ACL that existed already is left as it was):")
     print_acls(bindings)
@@ -175,8 +207,9 @@ def cmd_remove(admin, args) -> int:
         if not acls:
             filters.append(AclBindingFilter(rtype, name, ptype))
         else:
-            filters += [AclBindingFilter(rtype, name, ptype, principal, host, op, perm)
-                        for principal, host, op, perm in acls]
+            filters += [
+                AclBindingFilter(rtype, name, ptype, principal, host, op, perm) for principal, host, op, perm in acls
+            ]
     if not args.force:
         what = "; ".join(f"{rtype.upper()} {name!r} ({ptype})" for rtype, name, ptype in todo)
         scope = "every ACL" if all(not a for a in todo.values()) else "the ACLs given"
@@ -195,8 +228,11 @@ def cmd_list(admin, args) -> int:
 
     principals = [_principal(p, "--principal") for p in args.principal or []] or [None]
     patterns = resources(args, args.resource_pattern_type)
-    filters = [AclBindingFilter(rtype, name, ptype, principal) for rtype, name, ptype in patterns
-               for principal in principals] if patterns else [AclBindingFilter(principal=p) for p in principals]
+    filters = (
+        [AclBindingFilter(rtype, name, ptype, principal) for rtype, name, ptype in patterns for principal in principals]
+        if patterns
+        else [AclBindingFilter(principal=p) for p in principals]
+    )
     found = list(dict.fromkeys(b for f in filters for b in admin.describe_acls(f)))
     print_acls(found)
     return 0
@@ -204,12 +240,18 @@ def cmd_list(admin, args) -> int:
 
 def _add_connection_options(parser, top: bool) -> None:
     default = DEFAULT_BOOTSTRAP if top else argparse.SUPPRESS
-    parser.add_argument("--bootstrap-server", default=default, help=f"HOST:PORT of a broker (default {DEFAULT_BOOTSTRAP})")
+    parser.add_argument(
+        "--bootstrap-server", default=default, help=f"HOST:PORT of a broker (default {DEFAULT_BOOTSTRAP})"
+    )
     if top:
         add_command_config(parser)
     else:
-        parser.add_argument("--command-config", metavar="FILE", default=argparse.SUPPRESS,
-                            help="client properties (security.protocol=SSL, ...), as Kafka's tools take them")
+        parser.add_argument(
+            "--command-config",
+            metavar="FILE",
+            default=argparse.SUPPRESS,
+            help="client properties (security.protocol=SSL, ...), as Kafka's tools take them",
+        )
 
 
 def _add_resource_options(parser, patterns: list[str], default_pattern: str) -> None:
@@ -217,24 +259,48 @@ def _add_resource_options(parser, patterns: list[str], default_pattern: str) -> 
     parser.add_argument("--group", action="append", metavar="NAME", help="a consumer group (repeatable)")
     parser.add_argument("--cluster", action="store_true", help=f"the cluster ({CLUSTER_NAME})")
     parser.add_argument("--transactional-id", action="append", metavar="ID", help="a transactional id (repeatable)")
-    parser.add_argument("--resource-pattern-type", choices=patterns, default=default_pattern, type=str.lower,
-                        help=f"default {default_pattern}")
+    parser.add_argument(
+        "--resource-pattern-type",
+        choices=patterns,
+        default=default_pattern,
+        type=str.lower,
+        help=f"default {default_pattern}",
+    )
 
 
 def _add_entry_options(parser) -> None:
     for permission in ("allow", "deny"):
-        parser.add_argument(f"--{permission}-principal", action="append", metavar="TYPE:NAME",
-                            help=f"the principal to {permission}, e.g. User:alice (repeatable)")
-        parser.add_argument(f"--{permission}-host", action="append", metavar="HOST",
-                            help=f"a host the {permission} applies to (repeatable; default * for every host)")
-    parser.add_argument("--operation", action="append", metavar="OP",
-                        help="Read, Write, Create, Delete, Alter, Describe, ClusterAction, DescribeConfigs, "
-                             "AlterConfigs, IdempotentWrite or All (repeatable; default All)")
-    parser.add_argument("--producer", action="store_true", help="the ACLs a producer needs on the --topic "
-                        "(Write, Describe, Create) and --transactional-id (Write, Describe)")
+        parser.add_argument(
+            f"--{permission}-principal",
+            action="append",
+            metavar="TYPE:NAME",
+            help=f"the principal to {permission}, e.g. User:alice (repeatable)",
+        )
+        parser.add_argument(
+            f"--{permission}-host",
+            action="append",
+            metavar="HOST",
+            help=f"a host the {permission} applies to (repeatable; default * for every host)",
+        )
+    parser.add_argument(
+        "--operation",
+        action="append",
+        metavar="OP",
+        help="Read, Write, Create, Delete, Alter, Describe, ClusterAction, DescribeConfigs, "
+        "AlterConfigs, IdempotentWrite or All (repeatable; default All)",
+    )
+    parser.add_argument(
+        "--producer",
+        action="store_true",
+        help="the ACLs a producer needs on the --topic "
+        "(Write, Describe, Create) and --transactional-id (Write, Describe)",
+    )
     parser.add_argument("--idempotent", action="store_true", help="with --producer: IdempotentWrite on the cluster")
-    parser.add_argument("--consumer", action="store_true", help="the ACLs a consumer needs: Read and Describe on "
-                        "the --topic, Read on the --group")
+    parser.add_argument(
+        "--consumer",
+        action="store_true",
+        help="the ACLs a consumer needs: Read and Describe on the --topic, Read on the --group",
+    )
 
 
 def add_parser(sub) -> None:

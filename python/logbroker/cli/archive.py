@@ -27,10 +27,21 @@ DEFAULT_LOCATION = "./logbroker-data/__archive"
 def add_parser(sub) -> None:
     a = sub.add_parser("archive", help="list and read what retention.archive archived (Parquet)")
     asub = a.add_subparsers(dest="archive_command", required=True)
-    common = dict(location=("--location", dict(default=DEFAULT_LOCATION,
-                                               help=f"a directory or s3://BUCKET/PREFIX (default {DEFAULT_LOCATION})")),
-                  set=("--set", dict(action="append", default=[], metavar="KEY=VALUE",
-                                     help="archive.s3.endpoint, archive.s3.region, archive.s3.access.key.id, ...")))
+    common = dict(
+        location=(
+            "--location",
+            dict(default=DEFAULT_LOCATION, help=f"a directory or s3://BUCKET/PREFIX (default {DEFAULT_LOCATION})"),
+        ),
+        set=(
+            "--set",
+            dict(
+                action="append",
+                default=[],
+                metavar="KEY=VALUE",
+                help="archive.s3.endpoint, archive.s3.region, archive.s3.access.key.id, ...",
+            ),
+        ),
+    )
     ls = asub.add_parser("list", help="archived files: topic, partition, offsets, records, bytes")
     rd = asub.add_parser("read", help="print archived records")
     for p in (ls, rd):
@@ -77,9 +88,19 @@ def run(args) -> int:
 def _list(store, args) -> int:
     topics = [args.topic] if args.topic else store.topics()
     files = [f for t in topics for f in store.files(t)]
-    rows = [{"topic": f.topic, "topic_id": f.topic_id, "partition": f.partition, "first_offset": f.first_offset,
-             "last_offset": f.last_offset, "records": store.row_count(f), "bytes": f.size_bytes, "path": f.path}
-            for f in files]
+    rows = [
+        {
+            "topic": f.topic,
+            "topic_id": f.topic_id,
+            "partition": f.partition,
+            "first_offset": f.first_offset,
+            "last_offset": f.last_offset,
+            "records": store.row_count(f),
+            "bytes": f.size_bytes,
+            "path": f.path,
+        }
+        for f in files
+    ]
     if args.json:
         for r in rows:
             print(json.dumps(r))
@@ -91,8 +112,16 @@ def _list(store, args) -> int:
     for col in ("topic", "topic id", "partition", "first offset", "last offset", "records", "bytes", "file"):
         table.add_column(col, justify="right" if col not in ("topic", "topic id", "file") else "left")
     for r in rows:
-        table.add_row(r["topic"], r["topic_id"], str(r["partition"]), str(r["first_offset"]), str(r["last_offset"]),
-                      str(r["records"]), str(r["bytes"]), r["path"].rsplit("/", 1)[-1])
+        table.add_row(
+            r["topic"],
+            r["topic_id"],
+            str(r["partition"]),
+            str(r["first_offset"]),
+            str(r["last_offset"]),
+            str(r["records"]),
+            str(r["bytes"]),
+            r["path"].rsplit("/", 1)[-1],
+        )
     Console().print(table)
     print(f"{len(rows)} file(s), {sum(r['records'] for r in rows)} record(s)", file=sys.stderr)
     return 0
@@ -104,8 +133,11 @@ def _read(store, args) -> int:
     ids = store.incarnations(args.topic)
     topic_id = args.topic_id or (ids[-1] if ids else None)
     if len(ids) > 1 and not args.topic_id:
-        print(f"{args.topic!r} has {len(ids)} archived incarnations ({', '.join(ids)}); reading {topic_id} "
-              "(--topic-id picks another)", file=sys.stderr)
+        print(
+            f"{args.topic!r} has {len(ids)} archived incarnations ({', '.join(ids)}); reading {topic_id} "
+            "(--topic-id picks another)",
+            file=sys.stderr,
+        )
     partitions = sorted({f.partition for f in store.files(args.topic, topic_id=topic_id)} if topic_id else set())
     count = 0
     for p in partitions:
@@ -114,8 +146,11 @@ def _read(store, args) -> int:
         for row in store.records(store.read_range(args.topic, p, args.offset, 2**63 - 1, topic_id)):
             if args.max_records is not None and count >= args.max_records:
                 break
-            print(format_record(SimpleNamespace(**row), args.format, args.print_key, args.print_headers,
-                                args.print_offset))
+            print(
+                format_record(
+                    SimpleNamespace(**row), args.format, args.print_key, args.print_headers, args.print_offset
+                )
+            )
             count += 1
     print(f"{count} record(s) from the archive of {args.topic!r}", file=sys.stderr)
     return 0

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import contextlib
 import sys
-from pathlib import Path
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 
 class UsageError(Exception):
@@ -26,9 +26,13 @@ def key_values(items: list[str], what: str) -> list[tuple[str, str]]:
 
 
 def add_command_config(parser, flag: str = "--command-config", whose: str = "") -> None:
-    parser.add_argument(flag, metavar="FILE", help=f"client properties{whose} (security.protocol=SSL or "
-                        "SASL_SSL, ssl.truststore.location, sasl.mechanism, sasl.jaas.config, ...), as Kafka's "
-                        "tools take them")
+    parser.add_argument(
+        flag,
+        metavar="FILE",
+        help=f"client properties{whose} (security.protocol=SSL or "
+        "SASL_SSL, ssl.truststore.location, sasl.mechanism, sasl.jaas.config, ...), as Kafka's "
+        "tools take them",
+    )
 
 
 def client_config(path: str | None) -> dict[str, str]:
@@ -72,7 +76,13 @@ def progress_bar(total: int | None, label: str) -> Iterator[Callable[[int], None
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    with Progress(TextColumn(label), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=Console(stderr=True), transient=True) as bar:
+    with Progress(
+        TextColumn(label),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=Console(stderr=True),
+        transient=True,
+    ) as bar:
         task = bar.add_task(label, total=total)
         yield lambda n: bar.update(task, completed=n)

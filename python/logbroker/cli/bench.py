@@ -44,9 +44,17 @@ def _produce(args, conf: dict[str, str], topic: str) -> dict[str, Any]:
     payload = os.urandom(args.record_size)
     latencies: list[float] = []
     failed: list[str] = []
-    with Producer(args.bootstrap_server, acks="all" if args.acks == "all" else 1, compression_type=args.compression,
-                  linger_ms=5, client_id="logbroker-bench", **conf) as producer, \
-            progress_bar(args.records, "produce") as show:
+    with (
+        Producer(
+            args.bootstrap_server,
+            acks="all" if args.acks == "all" else 1,
+            compression_type=args.compression,
+            linger_ms=5,
+            client_id="logbroker-bench",
+            **conf,
+        ) as producer,
+        progress_bar(args.records, "produce") as show,
+    ):
         start = time.perf_counter()
         for i in range(args.records):
             sent = time.perf_counter()
@@ -66,18 +74,23 @@ def _produce(args, conf: dict[str, str], topic: str) -> dict[str, Any]:
     if failed:
         raise KafkaError(f"{len(failed)} of {args.records} record(s) failed; first: {failed[0]}")
     latencies.sort()
-    return {"records": args.records, "seconds": elapsed, "records_per_s": args.records / elapsed,
-            "mb_per_s": args.records * args.record_size / elapsed / 1e6,
-            "latency_median_ms": statistics.median(latencies) * 1000,
-            "latency_p99_ms": latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))] * 1000}
+    return {
+        "records": args.records,
+        "seconds": elapsed,
+        "records_per_s": args.records / elapsed,
+        "mb_per_s": args.records * args.record_size / elapsed / 1e6,
+        "latency_median_ms": statistics.median(latencies) * 1000,
+        "latency_p99_ms": latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))] * 1000,
+    }
 
 
 def _consume(args, conf: dict[str, str], topic: str, partitions: int) -> dict[str, Any]:
     got = 0
     size = 0
-    with Consumer(args.bootstrap_server, client_id="logbroker-bench", auto_offset_reset="earliest",
-                  **conf) as consumer, \
-            progress_bar(args.records, "consume") as show:
+    with (
+        Consumer(args.bootstrap_server, client_id="logbroker-bench", auto_offset_reset="earliest", **conf) as consumer,
+        progress_bar(args.records, "consume") as show,
+    ):
         consumer.assign([(topic, p) for p in range(partitions)])
         consumer.seek_to_beginning()
         start = time.perf_counter()
@@ -118,20 +131,35 @@ def run(args) -> int:
     except KafkaError as e:
         print(f"logbroker: {e}", file=sys.stderr)
         return 1
-    result = {"topic": topic, "partitions": partitions, "record_size": args.record_size, "acks": args.acks,
-              "compression": args.compression, "produce": produced, "consume": consumed}
+    result = {
+        "topic": topic,
+        "partitions": partitions,
+        "record_size": args.record_size,
+        "acks": args.acks,
+        "compression": args.compression,
+        "produce": produced,
+        "consume": consumed,
+    }
     if args.json:
         print(json.dumps(result))
         return 0
     from rich.console import Console
     from rich.table import Table
 
-    t = Table(title=f"{args.records} records of {args.record_size} B to {topic!r} ({partitions} partition(s), "
-                    f"acks={args.acks}, compression {args.compression})", title_justify="left")
+    t = Table(
+        title=f"{args.records} records of {args.record_size} B to {topic!r} ({partitions} partition(s), "
+        f"acks={args.acks}, compression {args.compression})",
+        title_justify="left",
+    )
     for c in ("phase", "records/s", "MB/s", "ack latency median", "ack latency p99"):
         t.add_column(c, justify="right")
-    t.add_row("produce", f"{produced['records_per_s']:,.0f}", f"{produced['mb_per_s']:.1f}",
-              f"{produced['latency_median_ms']:.2f} ms", f"{produced['latency_p99_ms']:.2f} ms")
+    t.add_row(
+        "produce",
+        f"{produced['records_per_s']:,.0f}",
+        f"{produced['mb_per_s']:.1f}",
+        f"{produced['latency_median_ms']:.2f} ms",
+        f"{produced['latency_p99_ms']:.2f} ms",
+    )
     t.add_row("consume", f"{consumed['records_per_s']:,.0f}", f"{consumed['mb_per_s']:.1f}", "", "")
     Console(width=200).print(t)
     return 0

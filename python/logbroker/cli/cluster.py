@@ -36,31 +36,68 @@ def _table(headers: list[str], rows: list[list[object]]) -> str:
 def render(status: dict) -> str:
     """The readable form of `collect()`'s dict."""
     controller = status["controller_id"]
-    out = [f"cluster {status['cluster_id']}, active controller "
-           + (str(controller) if controller >= 0 else "none") + f" (asked {status['bootstrap_server']})", ""]
+    out = [
+        f"cluster {status['cluster_id']}, active controller "
+        + (str(controller) if controller >= 0 else "none")
+        + f" (asked {status['bootstrap_server']})",
+        "",
+    ]
     out.append("nodes:")
-    out.append(_table(["ID", "HOST:PORT", "RACK", "ROLES", "STATE"], [
-        [n["node_id"], f"{n['host']}:{n['port']}" if n["host"] else None, n["rack"] or None,
-         ",".join(n["roles"]), n["state"]] for n in status["nodes"]]))
+    out.append(
+        _table(
+            ["ID", "HOST:PORT", "RACK", "ROLES", "STATE"],
+            [
+                [
+                    n["node_id"],
+                    f"{n['host']}:{n['port']}" if n["host"] else None,
+                    n["rack"] or None,
+                    ",".join(n["roles"]),
+                    n["state"],
+                ]
+                for n in status["nodes"]
+            ],
+        )
+    )
     out.append("")
     q = status["quorum"]
     if q is None:
         out.append(f"quorum: could not be described: {status['quorum_error']}")
     else:
-        out.append(f"quorum {METADATA_TOPIC}-0: leader {q['leader_id']}, leader epoch {q['leader_epoch']}, "
-                   f"high watermark {q['high_watermark']}")
-        out.append(_table(["NODE", "STATUS", "LOG-END-OFFSET", "LAG", "LAST-FETCH-AGE-MS"], [
-            [r["node_id"], r["status"], r["log_end_offset"], r["lag"], r["last_fetch_age_ms"]]
-            for r in q["voters"] + q["observers"]]))
+        out.append(
+            f"quorum {METADATA_TOPIC}-0: leader {q['leader_id']}, leader epoch {q['leader_epoch']}, "
+            f"high watermark {q['high_watermark']}"
+        )
+        out.append(
+            _table(
+                ["NODE", "STATUS", "LOG-END-OFFSET", "LAG", "LAST-FETCH-AGE-MS"],
+                [
+                    [r["node_id"], r["status"], r["log_end_offset"], r["lag"], r["last_fetch_age_ms"]]
+                    for r in q["voters"] + q["observers"]
+                ],
+            )
+        )
     out.append("")
     parts = status["partitions"]
     if not parts:
         out.append("under-replicated or offline partitions: none")
     else:
         out.append(f"under-replicated or offline partitions: {len(parts)}")
-        out.append(_table(["TOPIC", "PARTITION", "LEADER", "REPLICAS", "ISR", "STATUS"], [
-            [p["topic"], p["partition"], p["leader"], ",".join(map(str, p["replicas"])) or None,
-             ",".join(map(str, p["isr"])) or None, p["status"]] for p in parts]))
+        out.append(
+            _table(
+                ["TOPIC", "PARTITION", "LEADER", "REPLICAS", "ISR", "STATUS"],
+                [
+                    [
+                        p["topic"],
+                        p["partition"],
+                        p["leader"],
+                        ",".join(map(str, p["replicas"])) or None,
+                        ",".join(map(str, p["isr"])) or None,
+                        p["status"],
+                    ]
+                    for p in parts
+                ],
+            )
+        )
     return "\n".join(out)
 
 
@@ -68,8 +105,11 @@ def add_parser(sub) -> None:
     c = sub.add_parser("cluster", help="the state of a cluster: nodes, controller quorum, partitions needing attention")
     cs = c.add_subparsers(dest="cluster_command", required=True)
     s = cs.add_parser("status", help="nodes, controller quorum, under-replicated and offline partitions")
-    s.add_argument("--bootstrap-server", default="127.0.0.1:9092",
-                   help="HOST:PORT of any broker (or several, comma-separated; default 127.0.0.1:9092)")
+    s.add_argument(
+        "--bootstrap-server",
+        default="127.0.0.1:9092",
+        help="HOST:PORT of any broker (or several, comma-separated; default 127.0.0.1:9092)",
+    )
     s.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
     add_command_config(s)
     from logbroker.cli.voter import add_parsers as add_voter_parsers

@@ -21,20 +21,26 @@ def cmd_list(admin, args) -> int:
 
 def cmd_describe(admin, args) -> int:
     d = describe_group(admin, args.group)
-    print(f"group {args.group}: state {d['state']}, protocol {d['protocol_type'] or '-'}/{d['protocol'] or '-'}, "
-          f"{len(d['members'])} member(s)")
+    print(
+        f"group {args.group}: state {d['state']}, protocol {d['protocol_type'] or '-'}/{d['protocol'] or '-'}, "
+        f"{len(d['members'])} member(s)"
+    )
     for m in d["members"]:
-        print(f"  member {m['member_id']} client {m['client_id']} host {m['host']}"
-              + (f" instance {m['instance_id']}" if m["instance_id"] else "")
-              + f" assignment {m['assignment']}")
+        print(
+            f"  member {m['member_id']} client {m['client_id']} host {m['host']}"
+            + (f" instance {m['instance_id']}" if m["instance_id"] else "")
+            + f" assignment {m['assignment']}"
+        )
     print(f"{'TOPIC':<24} {'PARTITION':>9} {'COMMITTED':>12} {'LOG-END':>12} {'LAG':>10}  MEMBER")
 
     def show(v: object) -> object:
         return "-" if v is None else v
 
     for p in d["partitions"]:
-        print(f"{p['topic']:<24} {p['partition']:>9} {show(p['committed_offset']):>12} {show(p['log_end_offset']):>12} "
-              f"{show(p['lag']):>10}  {show(p['member'])}")
+        print(
+            f"{p['topic']:<24} {p['partition']:>9} {show(p['committed_offset']):>12} {show(p['log_end_offset']):>12} "
+            f"{show(p['lag']):>10}  {show(p['member'])}"
+        )
     return 0
 
 
@@ -46,7 +52,7 @@ def cmd_reset(admin, args) -> int:
     else:
         when = dt.datetime.fromisoformat(args.to_datetime)
         if when.tzinfo is None:
-            when = when.replace(tzinfo=dt.timezone.utc)
+            when = when.replace(tzinfo=dt.UTC)
         to, value = "timestamp", int(when.timestamp() * 1000)
     for (t, p), o in reset_offsets(admin, args.group, args.topic, to, value).items():
         print(f"{t}\t{p}\t{o}")

@@ -35,13 +35,22 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--listen", help="HOST:PORT to listen on (config key listeners; default 127.0.0.1:9092)")
     s.add_argument("--node-id", type=int, help="this node's id (config key node.id; default 1)")
     s.add_argument("--voters", help="the controller quorum, ID@HOST:PORT,... (config key controller.quorum.voters)")
-    s.add_argument("--roles", help="broker,controller (combined, the default), controller (controller-only) or broker (config key process.roles)")
+    s.add_argument(
+        "--roles",
+        help="broker,controller (combined, the default), controller (controller-only) or broker (config key process.roles)",
+    )
     s.add_argument("--rack", help="this broker's rack (config key broker.rack)")
     s.add_argument("--config", help="Java-properties file with broker config keys")
-    s.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override one config key (repeatable)")
+    s.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE", help="override one config key (repeatable)"
+    )
     s.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR (default INFO)")
-    s.add_argument("--log-format", choices=["text", "json"], default="text",
-                   help="text lines, or one JSON object per line (docs/operations.md, Log levels)")
+    s.add_argument(
+        "--log-format",
+        choices=["text", "json"],
+        default="text",
+        help="text lines, or one JSON object per line (docs/operations.md, Log levels)",
+    )
     sub.add_parser("config-keys", help="list the broker configuration keys with defaults")
     from logbroker.cli.group import add_parser as add_group_parser
 
@@ -110,10 +119,19 @@ async def _cancel_on_signal(signals, scope: trio.CancelScope) -> None:
 
 
 # subcommand -> (module, its entry point taking the parsed arguments)
-SUBCOMMANDS = {"group": ("group", "run"), "topic": ("topic", "run"), "mirror": ("mirror", "run"),
-               "archive": ("archive", "run"), "bench": ("bench", "run"), "cluster": ("cluster", "run"),
-               "produce": ("produce_consume", "run_produce"), "consume": ("produce_consume", "run_consume"),
-               "user": ("user", "run"), "acl": ("acl", "run"), "quota": ("quota", "run")}
+SUBCOMMANDS = {
+    "group": ("group", "run"),
+    "topic": ("topic", "run"),
+    "mirror": ("mirror", "run"),
+    "archive": ("archive", "run"),
+    "bench": ("bench", "run"),
+    "cluster": ("cluster", "run"),
+    "produce": ("produce_consume", "run_produce"),
+    "consume": ("produce_consume", "run_consume"),
+    "user": ("user", "run"),
+    "acl": ("acl", "run"),
+    "quota": ("quota", "run"),
+}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -137,11 +155,18 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     log_format.configure(args.log_level, args.log_format)
     try:
-        config = BrokerConfig.load(args.config, args.set, **{"log.dirs": args.data_dir, "listeners": args.listen,
-                                                                "node.id": args.node_id,
-                                                                "controller.quorum.voters": args.voters,
-                                                                "broker.rack": args.rack,
-                                                                "process.roles": args.roles})
+        config = BrokerConfig.load(
+            args.config,
+            args.set,
+            **{
+                "log.dirs": args.data_dir,
+                "listeners": args.listen,
+                "node.id": args.node_id,
+                "controller.quorum.voters": args.voters,
+                "broker.rack": args.rack,
+                "process.roles": args.roles,
+            },
+        )
     except ConfigError as e:
         print(f"logbroker: bad configuration: {e}", file=sys.stderr)
         return 2

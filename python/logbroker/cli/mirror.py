@@ -130,11 +130,15 @@ class Mirror:
 
     def topics(self) -> dict[str, int]:
         """Source topics to copy -> partition count; target topics created to match."""
-        with Admin(self.args.source, **self.source_config, client_id="logbroker-mirror") as src, \
-                Admin(self.args.target, **self.target_config, client_id="logbroker-mirror") as dst:
-            wanted = {n: len(d.partitions) for n, d in src.describe_topics().items()
-                      if not d.internal and not n.startswith("__") and not INTERNAL.fullmatch(n)
-                      and self.pattern.fullmatch(n)}
+        with (
+            Admin(self.args.source, **self.source_config, client_id="logbroker-mirror") as src,
+            Admin(self.args.target, **self.target_config, client_id="logbroker-mirror") as dst,
+        ):
+            wanted = {
+                n: len(d.partitions)
+                for n, d in src.describe_topics().items()
+                if not d.internal and not n.startswith("__") and not INTERNAL.fullmatch(n) and self.pattern.fullmatch(n)
+            }
             existing = dst.describe_topics()
             missing = [NewTopic(n, p) for n, p in wanted.items() if n not in existing]
             if wanted and syncs_topic(self.args.group) not in existing:
@@ -144,12 +148,16 @@ class Mirror:
             for n, p in wanted.items():
                 have = len(existing[n].partitions) if n in existing else p
                 if have < p:
-                    raise KafkaError(f"target topic {n!r} has {have} partition(s), the source {p}: partition "
-                                     f"numbers cannot be kept (add partitions on the target)")
+                    raise KafkaError(
+                        f"target topic {n!r} has {have} partition(s), the source {p}: partition "
+                        f"numbers cannot be kept (add partitions on the target)"
+                    )
         return wanted
 
     def start_positions(self, tps: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
-        with Consumer(self.args.target, **self.target_config, group_id=self.args.group, client_id="logbroker-mirror") as c:
+        with Consumer(
+            self.args.target, **self.target_config, group_id=self.args.group, client_id="logbroker-mirror"
+        ) as c:
             got = c.committed(tps)
         return {(tp.topic, tp.partition): off for tp, off in got.items() if off is not None}
 
@@ -157,8 +165,13 @@ class Mirror:
         """The offset maps of earlier runs, from the syncs topic on the target."""
         topic = syncs_topic(self.args.group)
         tp = TopicPartition(topic, 0)
-        with Consumer(self.args.target, **self.target_config, client_id="logbroker-mirror", isolation_level="read_committed",
-                      enable_auto_commit=False) as c:
+        with Consumer(
+            self.args.target,
+            **self.target_config,
+            client_id="logbroker-mirror",
+            isolation_level="read_committed",
+            enable_auto_commit=False,
+        ) as c:
             with Admin(self.args.target, **self.target_config, client_id="logbroker-mirror") as admin:
                 end = admin.list_offsets({(topic, 0): "latest"})[tp][0]
             c.assign([tp])
@@ -175,8 +188,11 @@ class Mirror:
         """The runs from index `touched[tp]` on, for each partition copied to just now;
         returns the sends' futures."""
         topic = syncs_topic(self.args.group)
-        return [target.send(topic, json.dumps([sf, sl, tf]).encode(), key=json.dumps([t, p, sf]).encode(), partition=0)
-                for (t, p), first in touched.items() for sf, sl, tf in self.maps[(t, p)].runs[first:]]
+        return [
+            target.send(topic, json.dumps([sf, sl, tf]).encode(), key=json.dumps([t, p, sf]).encode(), partition=0)
+            for (t, p), first in touched.items()
+            for sf, sl, tf in self.maps[(t, p)].runs[first:]
+        ]
 
     # --- copying -------------------------------------------------------------------------
 
@@ -189,14 +205,23 @@ class Mirror:
         tps = [(t, p) for t, n in sorted(topics.items()) for p in range(n)]
         positions = self.start_positions(tps)
         self.load_offset_syncs()
-        source = Consumer(args.source, **self.source_config, client_id="logbroker-mirror", isolation_level="read_committed",
-                          auto_offset_reset="earliest", enable_auto_commit=False)
+        source = Consumer(
+            args.source,
+            **self.source_config,
+            client_id="logbroker-mirror",
+            isolation_level="read_committed",
+            auto_offset_reset="earliest",
+            enable_auto_commit=False,
+        )
         conf: dict[str, Any] = {"client_id": "logbroker-mirror", "linger_ms": 5}
         if args.exactly_once:
             conf["transactional_id"] = f"logbroker-mirror-{args.group}"
         target = Producer(args.target, **self.target_config, **conf)
-        progress = None if args.exactly_once else Consumer(args.target, **self.target_config, group_id=args.group,
-                                                              client_id="logbroker-mirror")
+        progress = (
+            None
+            if args.exactly_once
+            else Consumer(args.target, **self.target_config, group_id=args.group, client_id="logbroker-mirror")
+        )
         try:
             if args.exactly_once:
                 target.init_transactions(60)
@@ -206,9 +231,11 @@ class Mirror:
                     source.seek(tp, positions[tp])
                 else:
                     source.seek_to_beginning([tp])
-            print(f"mirroring {len(topics)} topic(s), {len(tps)} partition(s) from {args.source} to {args.target}"
-                  f" ({'exactly once' if args.exactly_once else 'at least once'}, progress group {args.group!r})",
-                  file=sys.stderr)
+            print(
+                f"mirroring {len(topics)} topic(s), {len(tps)} partition(s) from {args.source} to {args.target}"
+                f" ({'exactly once' if args.exactly_once else 'at least once'}, progress group {args.group!r})",
+                file=sys.stderr,
+            )
             last_record, last_report, last_sync = time.monotonic(), time.monotonic(), 0.0
             while True:
                 records = source.poll(0.5, max_records=5000)
@@ -245,8 +272,19 @@ class Mirror:
         if self.args.exactly_once:
             target.begin_transaction()
         for r in records:
-            futures.append((r, target.send(r.topic, r.value, key=r.key, partition=r.partition,
-                                           headers=r.headers or None, timestamp=r.timestamp)))
+            futures.append(
+                (
+                    r,
+                    target.send(
+                        r.topic,
+                        r.value,
+                        key=r.key,
+                        partition=r.partition,
+                        headers=r.headers or None,
+                        timestamp=r.timestamp,
+                    ),
+                )
+            )
             ends[(r.topic, r.partition)] = r.offset + 1
         target.flush()
         touched: dict[tuple[str, int], int] = {}
@@ -273,8 +311,9 @@ class Mirror:
         assert self.groups is not None
         try:
             with Admin(self.args.source, **self.source_config, client_id="logbroker-mirror") as src:
-                groups = sorted(g for g, _ptype, _state in src.list_groups() if self.groups.fullmatch(g)
-                                and g != self.args.group)
+                groups = sorted(
+                    g for g, _ptype, _state in src.list_groups() if self.groups.fullmatch(g) and g != self.args.group
+                )
             for g in groups:
                 with Consumer(self.args.source, **self.source_config, group_id=g, client_id="logbroker-mirror") as c:
                     committed = c.committed(tps)

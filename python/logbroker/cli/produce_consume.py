@@ -34,8 +34,6 @@ from logbroker.cli.args import UsageError, add_command_config, client_config, ke
 from logbroker.client import Consumer, KafkaError, Producer
 
 
-
-
 def add_parser(sub) -> None:
     p = sub.add_parser("produce", help="send lines of stdin (or a file) as records")
     p.add_argument("--bootstrap-server", default="127.0.0.1:9092")
@@ -85,9 +83,16 @@ def run_produce(args) -> int:
     failed: list[str] = []
     sent = 0
     try:
-        with Producer(args.bootstrap_server, acks=args.acks if args.acks == "all" else int(args.acks),
-                      compression_type=args.compression, client_id="logbroker-produce", **conf) as producer, \
-                progress_bar(total, "producing") as show:
+        with (
+            Producer(
+                args.bootstrap_server,
+                acks=args.acks if args.acks == "all" else int(args.acks),
+                compression_type=args.compression,
+                client_id="logbroker-produce",
+                **conf,
+            ) as producer,
+            progress_bar(total, "producing") as show,
+        ):
             acked = [0]
 
             def done(fut) -> None:
@@ -114,8 +119,10 @@ def run_produce(args) -> int:
         if source is not sys.stdin.buffer:
             source.close()
     if failed:
-        print(f"logbroker: {len(failed)} of {sent} record(s) to {args.topic!r} failed; first: {failed[0]}",
-              file=sys.stderr)
+        print(
+            f"logbroker: {len(failed)} of {sent} record(s) to {args.topic!r} failed; first: {failed[0]}",
+            file=sys.stderr,
+        )
         return 1
     print(f"{sent} record(s) sent to {args.topic!r}", file=sys.stderr)
     return 0
@@ -126,9 +133,17 @@ def run_produce(args) -> int:
 
 def format_record(r, fmt: str, print_key: bool, print_headers: bool, print_offset: bool) -> str:
     if fmt == "json":
-        return json.dumps({"topic": r.topic, "partition": r.partition, "offset": r.offset, "timestamp": r.timestamp,
-                           "key": render_bytes(r.key, fmt), "value": render_bytes(r.value, fmt),
-                           "headers": [[k, render_bytes(v, fmt)] for k, v in r.headers]})
+        return json.dumps(
+            {
+                "topic": r.topic,
+                "partition": r.partition,
+                "offset": r.offset,
+                "timestamp": r.timestamp,
+                "key": render_bytes(r.key, fmt),
+                "value": render_bytes(r.value, fmt),
+                "headers": [[k, render_bytes(v, fmt)] for k, v in r.headers],
+            }
+        )
 
     def show(b: bytes | None) -> str:
         shown = render_bytes(b, fmt)
@@ -153,8 +168,11 @@ def run_consume(args) -> int:
     out: IO[str] = open(args.output, "w") if args.output else sys.stdout  # noqa: SIM115
     count = 0
     try:
-        config: dict[str, Any] = {**conf, "client_id": "logbroker-consume",
-                                  "auto_offset_reset": "earliest" if args.from_beginning else "latest"}
+        config: dict[str, Any] = {
+            **conf,
+            "client_id": "logbroker-consume",
+            "auto_offset_reset": "earliest" if args.from_beginning else "latest",
+        }
         if args.group:
             config.update(group_id=args.group, enable_auto_commit=True)
         with Consumer(args.bootstrap_server, **config) as consumer:
@@ -169,8 +187,9 @@ def run_consume(args) -> int:
                     continue
                 last = time.monotonic()
                 for r in records:
-                    out.write(format_record(r, args.format, args.print_key, args.print_headers, args.print_offset)
-                              + "\n")
+                    out.write(
+                        format_record(r, args.format, args.print_key, args.print_headers, args.print_offset) + "\n"
+                    )
                 count += len(records)
                 out.flush()
     except KafkaError as e:

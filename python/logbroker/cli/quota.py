@@ -17,9 +17,15 @@ error from the cluster (the message names the entity and key), 2 bad arguments.
 
 from __future__ import annotations
 
-
 from logbroker.cli.args import UsageError, add_command_config, run_admin_command
-from logbroker.coord.metadata.client_quotas import CLIENT_ID, CONSUMER_BYTE_RATE, KEYS, PRODUCER_BYTE_RATE, USER, entity_name
+from logbroker.coord.metadata.client_quotas import (
+    CLIENT_ID,
+    CONSUMER_BYTE_RATE,
+    KEYS,
+    PRODUCER_BYTE_RATE,
+    USER,
+    entity_name,
+)
 
 
 def _entity(args) -> dict[str, str | None]:
@@ -38,8 +44,7 @@ def _entity(args) -> dict[str, str | None]:
 def _needs_entity(args) -> dict[str, str | None]:
     entity = _entity(args)
     if not entity:
-        raise UsageError("name an entity: --user NAME or --user-default, and/or --client-id ID or "
-                         "--client-id-default")
+        raise UsageError("name an entity: --user NAME or --user-default, and/or --client-id ID or --client-id-default")
     return entity
 
 
@@ -51,9 +56,14 @@ def _rate(option: str, value: int | None) -> float | None:
 
 def cmd_set(admin, args) -> int:
     entity = _needs_entity(args)
-    ops = {k: v for k, v in [(PRODUCER_BYTE_RATE, _rate("--producer-byte-rate", args.producer_byte_rate)),
-                             (CONSUMER_BYTE_RATE, _rate("--consumer-byte-rate", args.consumer_byte_rate))]
-           if v is not None}
+    ops = {
+        k: v
+        for k, v in [
+            (PRODUCER_BYTE_RATE, _rate("--producer-byte-rate", args.producer_byte_rate)),
+            (CONSUMER_BYTE_RATE, _rate("--consumer-byte-rate", args.consumer_byte_rate)),
+        ]
+        if v is not None
+    }
     if not ops:
         raise UsageError("nothing to set: give --producer-byte-rate and/or --consumer-byte-rate")
     admin.alter_client_quotas([(entity, ops)])
@@ -65,8 +75,11 @@ def cmd_set(admin, args) -> int:
 def cmd_remove(admin, args) -> int:
     entity = _needs_entity(args)
     key = tuple(sorted(entity.items()))
-    keys = args.key or sorted(admin.describe_client_quotas(
-        [(t, "exact" if n is not None else "default", n) for t, n in key], strict=True).get(key, {}))
+    keys = args.key or sorted(
+        admin.describe_client_quotas(
+            [(t, "exact" if n is not None else "default", n) for t, n in key], strict=True
+        ).get(key, {})
+    )
     name = entity_name(key)
     if not keys:
         print(f"{name}: no quotas")
@@ -82,7 +95,9 @@ def cmd_list(admin, args) -> int:
     rows = [("USER", "CLIENT-ID", "KEY", "VALUE")]
     for entity, values in sorted(quotas.items(), key=lambda kv: entity_name(kv[0])):
         parts = dict(entity)
-        shown = ["-" if t not in parts else "<default>" if parts[t] is None else str(parts[t]) for t in (USER, CLIENT_ID)]
+        shown = [
+            "-" if t not in parts else "<default>" if parts[t] is None else str(parts[t]) for t in (USER, CLIENT_ID)
+        ]
         rows += [(shown[0], shown[1], k, f"{v:.0f}") for k, v in sorted(values.items())]
     widths = [max(len(r[c]) for r in rows) for c in range(3)]
     for r in rows:

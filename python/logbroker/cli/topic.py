@@ -42,16 +42,18 @@ def _name(code: int) -> str:
 
 
 def add_parser(sub) -> None:
-    t = sub.add_parser("topic", help="create, list, describe, configure and delete topics; reassign partitions, "
-                                     "elect leaders")
+    t = sub.add_parser(
+        "topic", help="create, list, describe, configure and delete topics; reassign partitions, elect leaders"
+    )
     t.add_argument("--bootstrap-server", default="127.0.0.1:9092")
     add_command_config(t)
     ts = t.add_subparsers(dest="topic_command", required=True)
     c = ts.add_parser("create", help="create a topic")
     c.add_argument("--topic", required=True)
     c.add_argument("--partitions", type=int, default=-1, help="default: the broker's num.partitions")
-    c.add_argument("--replication-factor", type=int, default=-1,
-                   help="default: the broker's default.replication.factor")
+    c.add_argument(
+        "--replication-factor", type=int, default=-1, help="default: the broker's default.replication.factor"
+    )
     c.add_argument("--config", action="append", default=[], metavar="KEY=VALUE", help="a topic config (repeatable)")
     c.add_argument("--if-not-exists", action="store_true", help="succeed if the topic exists")
     lst = ts.add_parser("list", help="list topics")
@@ -84,8 +86,6 @@ def add_parser(sub) -> None:
     e.add_argument("--partition", type=int)
 
 
-
-
 def _plan(args) -> list[tuple[str, int, list[int] | None]]:
     if args.reassignment_json_file:
         try:
@@ -93,8 +93,10 @@ def _plan(args) -> list[tuple[str, int, list[int] | None]]:
                 doc = json.load(f)
             return [(str(p["topic"]), int(p["partition"]), [int(r) for r in p["replicas"]]) for p in doc["partitions"]]
         except (OSError, ValueError, KeyError, TypeError) as e:
-            raise UsageError(f"reassignment file {args.reassignment_json_file}: {e!r}; expected "
-                             '{"version": 1, "partitions": [{"topic": ..., "partition": ..., "replicas": [...]}]}') from None
+            raise UsageError(
+                f"reassignment file {args.reassignment_json_file}: {e!r}; expected "
+                '{"version": 1, "partitions": [{"topic": ..., "partition": ..., "replicas": [...]}]}'
+            ) from None
     if args.topic is None or args.partition is None:
         raise UsageError("--replicas and --cancel need --topic and --partition")
     if args.cancel:
@@ -108,13 +110,20 @@ def _plan(args) -> list[tuple[str, int, list[int] | None]]:
 
 def _moving(conn: BrokerConnection, topics: dict[str, list[int]] | None) -> list[tuple[str, int, list, list, list]]:
     req = REQUESTS[46]
-    body = req(timeout_ms=TIMEOUT_MS, topics=None if topics is None else [
-        req.ListPartitionReassignmentsTopics(name=n, partition_indexes=ps) for n, ps in topics.items()])
+    body = req(
+        timeout_ms=TIMEOUT_MS,
+        topics=None
+        if topics is None
+        else [req.ListPartitionReassignmentsTopics(name=n, partition_indexes=ps) for n, ps in topics.items()],
+    )
     r = conn.send(body)
     if r.error_code:
         raise ClientError(f"ListPartitionReassignments: {_name(r.error_code)}: {r.error_message or ''}")
-    return [(t.name, p.partition_index, list(p.replicas), list(p.adding_replicas), list(p.removing_replicas))
-            for t in r.topics for p in t.partitions]
+    return [
+        (t.name, p.partition_index, list(p.replicas), list(p.adding_replicas), list(p.removing_replicas))
+        for t in r.topics
+        for p in t.partitions
+    ]
 
 
 def cmd_reassign(conn: BrokerConnection, args) -> int:
@@ -133,8 +142,13 @@ def cmd_reassign(conn: BrokerConnection, args) -> int:
     allow = not args.no_replication_factor_change
     if not allow and conn.version_for(45) < 1:
         raise ClientError("the broker does not support --no-replication-factor-change (AlterPartitionReassignments v1)")
-    r = conn.send(req(timeout_ms=TIMEOUT_MS, allow_replication_factor_change=allow,
-                      topics=[req.ReassignableTopic(name=n, partitions=ps) for n, ps in topics.items()]))
+    r = conn.send(
+        req(
+            timeout_ms=TIMEOUT_MS,
+            allow_replication_factor_change=allow,
+            topics=[req.ReassignableTopic(name=n, partitions=ps) for n, ps in topics.items()],
+        )
+    )
     if r.error_code:
         raise ClientError(f"AlterPartitionReassignments: {_name(r.error_code)}: {r.error_message or ''}")
     failed = 0
@@ -166,8 +180,9 @@ def cmd_elect(conn: BrokerConnection, args) -> int:
     elif args.partition is not None:
         wanted = [req.TopicPartitions(topic=args.topic, partitions=[args.partition])]
     else:
-        meta = conn.send(REQUESTS[3](topics=[REQUESTS[3].MetadataRequestTopic(name=args.topic)],
-                                     allow_auto_topic_creation=False))
+        meta = conn.send(
+            REQUESTS[3](topics=[REQUESTS[3].MetadataRequestTopic(name=args.topic)], allow_auto_topic_creation=False)
+        )
         t = meta.topics[0]
         if t.error_code:
             raise ClientError(f"topic {args.topic}: {_name(t.error_code)}")
@@ -179,8 +194,11 @@ def cmd_elect(conn: BrokerConnection, args) -> int:
     if getattr(r, "error_code", 0):
         raise ClientError(f"ElectLeaders: {_name(r.error_code)}")
     failed = 0
-    rows = [(t.topic, p.partition_id, p.error_code, p.error_message) for t in r.replica_election_results
-            for p in t.partition_result]
+    rows = [
+        (t.topic, p.partition_id, p.error_code, p.error_message)
+        for t in r.replica_election_results
+        for p in t.partition_result
+    ]
     if not rows:
         print("no partition needed an election")
     for name, i, code, message in sorted(rows):
@@ -250,13 +268,24 @@ def cmd_describe(admin, args) -> int:
         rows = []
         for p in parts:
             e, ltst = p["earliest_offset"], p["latest_offset"]
-            rows.append([p["partition"], p["leader"], ",".join(map(str, p["replicas"])), ",".join(map(str, p["isr"])),
-                         "-" if e is None else e, "-" if ltst is None else ltst,
-                         ltst - e if e is not None and ltst is not None else "",
-                         "" if p["state"] == "ok" else p["state"]])
+            rows.append(
+                [
+                    p["partition"],
+                    p["leader"],
+                    ",".join(map(str, p["replicas"])),
+                    ",".join(map(str, p["isr"])),
+                    "-" if e is None else e,
+                    "-" if ltst is None else ltst,
+                    ltst - e if e is not None and ltst is not None else "",
+                    "" if p["state"] == "ok" else p["state"],
+                ]
+            )
         rf = len(parts[0]["replicas"]) if parts else 0
-        _table(f"{n}: {len(parts)} partition(s), replication factor {rf}" + (" (internal)" if d["internal"] else ""),
-               ["partition", "leader", "replicas", "isr", "earliest", "latest", "records", "state"], rows)
+        _table(
+            f"{n}: {len(parts)} partition(s), replication factor {rf}" + (" (internal)" if d["internal"] else ""),
+            ["partition", "leader", "replicas", "isr", "earliest", "latest", "records", "state"],
+            rows,
+        )
         if args.configs:
             _table(f"{n}: configs", ["key", "value"], [[k, v] for k, v in d["configs"].items()])
     return 0
@@ -281,8 +310,13 @@ def cmd_delete(admin, args) -> int:
     return 0
 
 
-ADMIN_COMMANDS = {"create": cmd_create, "list": cmd_list, "describe": cmd_describe, "alter-config": cmd_alter_config,
-                  "delete": cmd_delete}
+ADMIN_COMMANDS = {
+    "create": cmd_create,
+    "list": cmd_list,
+    "describe": cmd_describe,
+    "alter-config": cmd_alter_config,
+    "delete": cmd_delete,
+}
 
 
 def run(args) -> int:

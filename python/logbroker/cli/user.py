@@ -39,8 +39,9 @@ def _password(args) -> str:
     password = password.rstrip("\r\n")
     if not password:
         where = "--password" if args.password is not None else args.password_file or "stdin"
-        raise UsageError(f"no password for user {args.name!r} (from {where}); give --password, --password-file, "
-                         "or one line on stdin")
+        raise UsageError(
+            f"no password for user {args.name!r} (from {where}); give --password, --password-file, or one line on stdin"
+        )
     return password
 
 
@@ -81,13 +82,18 @@ def add_parser(sub) -> None:
     mechanisms = sorted(MECHANISM_TYPES)
     s = us.add_parser("set-password", help="create or replace a user's SCRAM credential")
     s.add_argument("name")
-    s.add_argument("--mechanism", choices=mechanisms, default=DEFAULT_MECHANISM,
-                   help=f"default {DEFAULT_MECHANISM}")
-    s.add_argument("--iterations", type=int, default=MIN_ITERATIONS,
-                   help=f"{MIN_ITERATIONS}..{MAX_ITERATIONS} (default {MIN_ITERATIONS})")
+    s.add_argument("--mechanism", choices=mechanisms, default=DEFAULT_MECHANISM, help=f"default {DEFAULT_MECHANISM}")
+    s.add_argument(
+        "--iterations",
+        type=int,
+        default=MIN_ITERATIONS,
+        help=f"{MIN_ITERATIONS}..{MAX_ITERATIONS} (default {MIN_ITERATIONS})",
+    )
     given = s.add_mutually_exclusive_group()
-    given.add_argument("--password", help="the password (visible to other local users in the process list; "
-                                          "prefer --password-file or stdin)")
+    given.add_argument(
+        "--password",
+        help="the password (visible to other local users in the process list; prefer --password-file or stdin)",
+    )
     given.add_argument("--password-file", metavar="FILE", help="a file whose first line is the password")
     d = us.add_parser("delete", help="delete a user's SCRAM credentials")
     d.add_argument("name")

@@ -22,9 +22,9 @@ import sys
 import uuid
 from pathlib import Path
 
-from logbroker.common import directory_id
 from logbroker.cli.args import add_command_config, client_config
 from logbroker.client import BrokerConnection, ClientError
+from logbroker.common import directory_id
 from logbroker.protocol import REQUESTS, ErrorCode, ProtocolError
 
 TIMEOUT_S = 60.0
@@ -60,16 +60,25 @@ def _directory_from_data_dir(path: str) -> str:
 
 def _voter_directory(conn: BrokerConnection, node_id: int) -> uuid.UUID:
     Request = REQUESTS[55]
-    r = conn.send(Request(topics=[Request.TopicData(topic_name="__cluster_metadata",
-                                                    partitions=[Request.PartitionData(partition_index=0)])]),
-                  version=min(2, conn.version_for(55)))
+    r = conn.send(
+        Request(
+            topics=[
+                Request.TopicData(
+                    topic_name="__cluster_metadata", partitions=[Request.PartitionData(partition_index=0)]
+                )
+            ]
+        ),
+        version=min(2, conn.version_for(55)),
+    )
     for t in r.topics:
         for p in t.partitions:
             for v in p.current_voters:
                 if v.replica_id == node_id:
                     return getattr(v, "replica_directory_id", uuid.UUID(int=0))
-    raise ValueError(f"node {node_id} is not a voter (DescribeQuorum: voters "
-                     f"{sorted(v.replica_id for t in r.topics for p in t.partitions for v in p.current_voters)})")
+    raise ValueError(
+        f"node {node_id} is not a voter (DescribeQuorum: voters "
+        f"{sorted(v.replica_id for t in r.topics for p in t.partitions for v in p.current_voters)})"
+    )
 
 
 def run(args) -> int:
@@ -92,20 +101,27 @@ def run(args) -> int:
         return 2
     server = args.bootstrap_server.split(",")[0].strip()
     try:
-        with BrokerConnection(server, client_id="logbroker-cluster-voters", timeout=TIMEOUT_S,
-                              config=client_config(args.command_config)) as conn:
+        with BrokerConnection(
+            server, client_id="logbroker-cluster-voters", timeout=TIMEOUT_S, config=client_config(args.command_config)
+        ) as conn:
             if args.cluster_command == "add-voter":
                 Request = REQUESTS[80]
                 assert endpoint is not None and directory is not None
-                request = Request(cluster_id=None, timeout_ms=args.timeout_ms, voter_id=args.id,
-                                  voter_directory_id=directory,
-                                  listeners=[Request.Listener(name=args.listener, host=endpoint[0], port=endpoint[1])])
+                request = Request(
+                    cluster_id=None,
+                    timeout_ms=args.timeout_ms,
+                    voter_id=args.id,
+                    voter_directory_id=directory,
+                    listeners=[Request.Listener(name=args.listener, host=endpoint[0], port=endpoint[1])],
+                )
                 r = conn.send(request, version=conn.version_for(80))
             else:
                 if directory is None:
                     directory = _voter_directory(conn, args.id)
-                r = conn.send(REQUESTS[81](cluster_id=None, voter_id=args.id, voter_directory_id=directory),
-                              version=conn.version_for(81))
+                r = conn.send(
+                    REQUESTS[81](cluster_id=None, voter_id=args.id, voter_directory_id=directory),
+                    version=conn.version_for(81),
+                )
     except ValueError as e:
         print(f"logbroker: {e}", file=sys.stderr)
         return 1
@@ -113,8 +129,10 @@ def run(args) -> int:
         print(f"logbroker: {server}: {e or type(e).__name__}", file=sys.stderr)
         return 1
     if r.error_code:
-        print(f"logbroker: {args.cluster_command} {args.id}: {ErrorCode(r.error_code).name}: {r.error_message or ''}",
-              file=sys.stderr)
+        print(
+            f"logbroker: {args.cluster_command} {args.id}: {ErrorCode(r.error_code).name}: {r.error_message or ''}",
+            file=sys.stderr,
+        )
         return 1
     what = "is a voter now" if args.cluster_command == "add-voter" else "is no longer a voter"
     print(f"node {args.id} (directory id {directory_id.text(directory)}) {what}")

@@ -154,7 +154,7 @@ class _PlainSocket:
         view = memoryview(data)
         while view:
             try:
-                view = view[self.sock.send(view):]
+                view = view[self.sock.send(view) :]
             except BlockingIOError:
                 await anyio.wait_writable(self.sock)
 
@@ -171,8 +171,9 @@ class _TlsStream:
     @staticmethod
     async def connect(host: str, port: int, ctx: ssl.SSLContext) -> _TlsStream:
         try:
-            stream = await anyio.connect_tcp(host, port, tls=True, ssl_context=ctx,
-                                             tls_hostname=tls.server_hostname(ctx, host))
+            stream = await anyio.connect_tcp(
+                host, port, tls=True, ssl_context=ctx, tls_hostname=tls.server_hostname(ctx, host)
+            )
         except (anyio.BrokenResourceError, ssl.SSLError) as e:
             raise OSError(f"TLS handshake with {host}:{port} failed: {e.__cause__ or e}") from None
         return _TlsStream(stream)
@@ -182,7 +183,7 @@ class _TlsStream:
             data = await self.stream.receive(len(buf))
         except anyio.EndOfStream:
             return 0
-        buf[:len(data)] = data
+        buf[: len(data)] = data
         return len(data)
 
     async def send_all(self, data: bytes) -> None:

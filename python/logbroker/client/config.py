@@ -167,8 +167,10 @@ def _coerce(key: str, value: Any, default: Any) -> Any:
         names = [{"cooperativesticky": "cooperative-sticky"}.get(n, n) for n in names]
         unknown = [n for n in names if n not in ("range", "roundrobin", "cooperative-sticky")]
         if unknown:
-            raise ConfigError(f"partition.assignment.strategy: unknown assignor(s) {unknown}; "
-                              "use range, roundrobin or cooperative-sticky")
+            raise ConfigError(
+                f"partition.assignment.strategy: unknown assignor(s) {unknown}; "
+                "use range, roundrobin or cooperative-sticky"
+            )
         return names
     if default is None or value is None:
         return value
@@ -200,8 +202,10 @@ def build(defaults: dict[str, Any], given: dict[str, Any]) -> dict[str, Any]:
         key = raw_key.replace("_", ".")
         if key not in defaults:
             import difflib
-            close = [k for k in defaults if k.split(".")[0] == key.split(".")[0]] or \
-                difflib.get_close_matches(key, list(defaults), n=1)
+
+            close = [k for k in defaults if k.split(".")[0] == key.split(".")[0]] or difflib.get_close_matches(
+                key, list(defaults), n=1
+            )
             hint = f" (did you mean {close[0]!r}?)" if close else ""
             raise ConfigError(f"unknown configuration key {raw_key!r}{hint}")
         out[key] = _coerce(key, value, defaults[key])

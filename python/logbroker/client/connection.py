@@ -33,8 +33,13 @@ class BrokerConnection:
     keys (client/tls.py) and the sasl.* keys (client/sasl.py); None or {}: PLAINTEXT. A
     failed SASL authentication raises ClientError, its cause the SaslAuthenticationError."""
 
-    def __init__(self, bootstrap: str, client_id: str = "logbroker-cli", timeout: float = 30.0,
-                 config: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        bootstrap: str,
+        client_id: str = "logbroker-cli",
+        timeout: float = 30.0,
+        config: dict[str, str] | None = None,
+    ) -> None:
         host, _, port = bootstrap.strip().rpartition(":")
         host = host or "127.0.0.1"
         try:
@@ -132,8 +137,9 @@ class BrokerConnection:
             except ValueError as e:
                 raise failed(str(e)) from None
         lifetime_ms = resp.session_lifetime_ms if version >= 1 else 0
-        self._reauth_at = (time.monotonic() + lifetime_ms / 1000 * random.uniform(0.85, 0.95)
-                           if lifetime_ms > 0 else None)
+        self._reauth_at = (
+            time.monotonic() + lifetime_ms / 1000 * random.uniform(0.85, 0.95) if lifetime_ms > 0 else None
+        )
 
     def version_for(self, api_key: int) -> int:
         """The highest version of API `api_key` that both this client and the broker speak (raises when
@@ -155,4 +161,3 @@ class BrokerConnection:
         api_key = body.api_key
         assert api_key is not None, f"{body.name} is not a request"
         return self._roundtrip(api_key, self.version_for(api_key) if version is None else version, body)
-

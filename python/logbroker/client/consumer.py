@@ -48,8 +48,9 @@ class ConsumerBase:
     """What the sync and trio consumers share: config, core, the rebalance callbacks."""
 
     def __init__(self, bootstrap_servers: str | list[str], group_id: str | None, config: dict[str, Any]) -> None:
-        self.config = _config.build(_config.CONSUMER, {"bootstrap.servers": bootstrap_servers, "group.id": group_id,
-                                                       **config})
+        self.config = _config.build(
+            _config.CONSUMER, {"bootstrap.servers": bootstrap_servers, "group.id": group_id, **config}
+        )
         self._core = ConsumerCore(self.config)
         self._on_assign: RebalanceCallback | None = None
         self._on_revoke: RebalanceCallback | None = None
@@ -83,8 +84,9 @@ class ConsumerBase:
 class Consumer(ConsumerBase):
     """A Kafka consumer (configuration keys as in Kafka: see docs/client.md)."""
 
-    def __init__(self, bootstrap_servers: str | list[str] = "127.0.0.1:9092", group_id: str | None = None,
-                 **config: Any) -> None:
+    def __init__(
+        self, bootstrap_servers: str | list[str] = "127.0.0.1:9092", group_id: str | None = None, **config: Any
+    ) -> None:
         super().__init__(bootstrap_servers, group_id, config)
         self._data = threading.Event()
         self._core.notify = self._data.set
@@ -98,8 +100,12 @@ class Consumer(ConsumerBase):
 
     # -- subscription -------------------------------------------------------------------
 
-    def subscribe(self, topics: Iterable[str] | str | re.Pattern[str], on_assign: RebalanceCallback | None = None,
-                  on_revoke: RebalanceCallback | None = None) -> None:
+    def subscribe(
+        self,
+        topics: Iterable[str] | str | re.Pattern[str],
+        on_assign: RebalanceCallback | None = None,
+        on_revoke: RebalanceCallback | None = None,
+    ) -> None:
         """Joins the group for `topics` (a list, or a regex pattern: a compiled pattern or a
         string starting with '^'). `on_assign(partitions)` / `on_revoke(partitions)` run in
         the thread that calls `poll()`; `on_revoke` also runs for partitions lost when the
@@ -201,15 +207,20 @@ class Consumer(ConsumerBase):
             time.sleep(0.005)
         return st.position
 
-    def committed(self, partitions: Iterable[TopicPartition | tuple[str, int]],
-                  timeout: float | None = None) -> dict[TopicPartition, int | None]:
+    def committed(
+        self, partitions: Iterable[TopicPartition | tuple[str, int]], timeout: float | None = None
+    ) -> dict[TopicPartition, int | None]:
         """The group's committed offsets (None where nothing is committed)."""
         tps = as_tps(partitions)
         got = self._call(lambda: self._core.fetch_committed(tps), "committed", timeout)
         return {tp: (got[tp][0] if tp in got and got[tp][0] >= 0 else None) for tp in tps}
 
-    def commit(self, offsets: dict[Any, OffsetSpec] | None = None, asynchronous: bool = False,
-               callback: Callable[[BaseException | None], object] | None = None) -> None:
+    def commit(
+        self,
+        offsets: dict[Any, OffsetSpec] | None = None,
+        asynchronous: bool = False,
+        callback: Callable[[BaseException | None], object] | None = None,
+    ) -> None:
         """Commits `offsets` ({TopicPartition: offset or (offset, metadata)}; by default the
         current positions). Sync by default; `asynchronous=True` returns at once and calls
         `callback(error_or_None)` from the background thread when done."""

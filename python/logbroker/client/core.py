@@ -110,7 +110,13 @@ class Metadata:
             meta = TopicMeta(t.name, t.error_code, internal=t.is_internal, topic_id=t.topic_id)
             for p in t.partitions:
                 meta.partitions[p.partition_index] = PartitionMeta(
-                    p.partition_index, p.leader_id, p.leader_epoch, list(p.replica_nodes), list(p.isr_nodes), p.error_code)
+                    p.partition_index,
+                    p.leader_id,
+                    p.leader_epoch,
+                    list(p.replica_nodes),
+                    list(p.isr_nodes),
+                    p.error_code,
+                )
                 if p.leader_id < 0:
                     retry.append(t.name)
             if t.error_code != 0:
@@ -131,9 +137,13 @@ class ClientCore:
         self.config = config
         self.waker = waker or _core.Waker()
         self.net = Network(
-            parse_servers(config["bootstrap.servers"]), config["client.id"], config["request.timeout.ms"] / 1000,
-            config["reconnect.backoff.ms"] / 1000, config["reconnect.backoff.max.ms"] / 1000,
-            sasl.from_config(config))
+            parse_servers(config["bootstrap.servers"]),
+            config["client.id"],
+            config["request.timeout.ms"] / 1000,
+            config["reconnect.backoff.ms"] / 1000,
+            config["reconnect.backoff.max.ms"] / 1000,
+            sasl.from_config(config),
+        )
         self.net.on_auth_error = self.on_auth_error
         self.metadata = Metadata()
         self.now = 0.0

@@ -52,8 +52,15 @@ class DeadLetters:
     """Retries a handler on a record, then parks the record in a dead-letter topic (see the
     module docstring)."""
 
-    def __init__(self, consumer: Any, topic: str, max_attempts: int = 3, backoff_ms: int = 100,
-                 producer: Producer | None = None, **producer_config: Any) -> None:
+    def __init__(
+        self,
+        consumer: Any,
+        topic: str,
+        max_attempts: int = 3,
+        backoff_ms: int = 100,
+        producer: Producer | None = None,
+        **producer_config: Any,
+    ) -> None:
         if not topic:
             raise ConfigError("DeadLetters needs a topic")
         if max_attempts < 1:
@@ -65,8 +72,9 @@ class DeadLetters:
         self._own = producer is None
         config = getattr(consumer, "config", {})
         self.group_id = config.get("group.id")
-        self.producer = producer or Producer(config.get("bootstrap.servers", "127.0.0.1:9092"), acks="all",
-                                             **producer_config)
+        self.producer = producer or Producer(
+            config.get("bootstrap.servers", "127.0.0.1:9092"), acks="all", **producer_config
+        )
         self.dead_lettered = 0
 
     def process(self, record: Any, handler: Callable[[Any], object]) -> bool:
@@ -98,8 +106,13 @@ class DeadLetters:
         ]
         if self.group_id:
             headers.append((HEADER_GROUP, str(self.group_id).encode()))
-        fut = self.producer.send(self.topic, record.value, key=record.key, headers=headers,
-                                 timestamp=record.timestamp if record.timestamp >= 0 else None)
+        fut = self.producer.send(
+            self.topic,
+            record.value,
+            key=record.key,
+            headers=headers,
+            timestamp=record.timestamp if record.timestamp >= 0 else None,
+        )
         fut.result(self.producer.config["delivery.timeout.ms"] / 1000 + 5)
         self.dead_lettered += 1
 

@@ -244,8 +244,9 @@ class ThreadDriver:
         assert self._tls is not None
         self._sel.unregister(s)
         try:
-            wrapped = self._tls.wrap_socket(s, server_hostname=tls.server_hostname(self._tls, conn.host),
-                                            do_handshake_on_connect=False)
+            wrapped = self._tls.wrap_socket(
+                s, server_hostname=tls.server_hostname(self._tls, conn.host), do_handshake_on_connect=False
+            )
         except (OSError, ValueError) as e:
             self._socks.pop(conn, None)
             s.close()

@@ -101,8 +101,9 @@ class SaslAuthenticationError(KafkaError):
                 what = f"{ErrorCode(error_code).name} ({error_code}): "
             except ValueError:
                 what = f"error {error_code}: "
-        super().__init__(f"SASL authentication of user {user!r} with {mechanism} at broker {broker} failed: "
-                         f"{what}{reason}")
+        super().__init__(
+            f"SASL authentication of user {user!r} with {mechanism} at broker {broker} failed: {what}{reason}"
+        )
 
     def __reduce__(self) -> tuple[type[SaslAuthenticationError], tuple[str, str, str, str, int | None]]:
         # picklable despite the keyword-less __init__

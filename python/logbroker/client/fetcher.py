@@ -105,8 +105,11 @@ class ConsumerCore(ClientCore):
         self.group: GroupMembership | ConsumerGroupMembership | None = None
         if self.group_id:
             protocol = config["group.protocol"]
-            self.group = (ConsumerGroupMembership(self, self.group_id) if protocol == "consumer"
-                          else GroupMembership(self, self.group_id))
+            self.group = (
+                ConsumerGroupMembership(self, self.group_id)
+                if protocol == "consumer"
+                else GroupMembership(self, self.group_id)
+            )
         self._incremental_revoke: tuple[list[TopicPartition], Callable[[], None]] | None = None
         self.subscription: list[str] | None = None
         self.pattern: re.Pattern[str] | None = None
@@ -182,8 +185,11 @@ class ConsumerCore(ClientCore):
             self.group.metadata_updated()
         if self.pattern is not None and self.group is not None:
             internal = self.config["exclude.internal.topics"]
-            matched = sorted(t for t, m in self.metadata.topics.items()
-                             if self.pattern.fullmatch(t) and not (internal and m.internal))
+            matched = sorted(
+                t
+                for t, m in self.metadata.topics.items()
+                if self.pattern.fullmatch(t) and not (internal and m.internal)
+            )
             self.group.subscribe(matched)
 
     # -- the poll interval ----------------------------------------------------------------
@@ -208,10 +214,15 @@ class ConsumerCore(ClientCore):
         if idle <= self.max_poll_interval:
             return
         self.poll_expired = True
-        log.warning("consumer of group %r: %.1f s since the last poll() exceeds max.poll.interval.ms=%d; "
-                    "leaving the group and giving up %d partition(s) %s; the next poll() rejoins",
-                    group.group_id, idle, self.config["max.poll.interval.ms"], len(self.assignment),
-                    [f"{tp.topic}-{tp.partition}" for tp in self.assignment])
+        log.warning(
+            "consumer of group %r: %.1f s since the last poll() exceeds max.poll.interval.ms=%d; "
+            "leaving the group and giving up %d partition(s) %s; the next poll() rejoins",
+            group.group_id,
+            idle,
+            self.config["max.poll.interval.ms"],
+            len(self.assignment),
+            [f"{tp.topic}-{tp.partition}" for tp in self.assignment],
+        )
         self.lose_partitions()
         group.leave_on_poll_timeout()
 
@@ -327,8 +338,12 @@ class ConsumerCore(ClientCore):
                     self.errors.append(err)
                     self.notify()
                     return
-                self.call_at(self.now + group.backoff, lambda: self._refresh_committed(
-                    [tp for tp in tps if tp in self.assignment and self.assignment[tp].position is None]))
+                self.call_at(
+                    self.now + group.backoff,
+                    lambda: self._refresh_committed(
+                        [tp for tp in tps if tp in self.assignment and self.assignment[tp].position is None]
+                    ),
+                )
                 return
             offsets = p._value
             for tp in tps:
@@ -348,7 +363,8 @@ class ConsumerCore(ClientCore):
     def _start_reset(self, tp: TopicPartition, st: PartitionState, how: int | None) -> None:
         if how is None:
             st.error = NoOffsetForPartitionError(
-                f"{tp.topic}-{tp.partition} has no committed offset and auto.offset.reset is 'none'")
+                f"{tp.topic}-{tp.partition} has no committed offset and auto.offset.reset is 'none'"
+            )
             self.errors.append(st.error)
             self.notify()
             return
@@ -397,10 +413,14 @@ class ConsumerCore(ClientCore):
             topics: dict[str, list[Any]] = {}
             for tp, st in items:
                 self._resetting.add(tp)
-                topics.setdefault(tp.topic, []).append(req_cls.ListOffsetsPartition(
-                    partition_index=tp.partition, timestamp=st.reset))
-            req = req_cls(replica_id=-1, isolation_level=1 if self.read_committed else 0,
-                          topics=[req_cls.ListOffsetsTopic(name=t, partitions=ps) for t, ps in topics.items()])
+                topics.setdefault(tp.topic, []).append(
+                    req_cls.ListOffsetsPartition(partition_index=tp.partition, timestamp=st.reset)
+                )
+            req = req_cls(
+                replica_id=-1,
+                isolation_level=1 if self.read_committed else 0,
+                topics=[req_cls.ListOffsetsTopic(name=t, partitions=ps) for t, ps in topics.items()],
+            )
             epochs = {tp: st.epoch for tp, st in items}
             self.net.request(leader, req).add_callback(lambda p, e=epochs: self._on_reset(p, e))  # type: ignore[misc]
 
@@ -450,20 +470,32 @@ class ConsumerCore(ClientCore):
             for tp, st in items:
                 st.in_flight = True
                 sent.append((tp, st, st.epoch, st.fetch_offset))
-                topics.setdefault(tp.topic, []).append(req_cls.FetchPartition(
-                    partition=tp.partition, fetch_offset=st.fetch_offset,
-                    partition_max_bytes=cfg["max.partition.fetch.bytes"]))
-            req = req_cls(replica_id=-1, max_wait_ms=cfg["fetch.max.wait.ms"], min_bytes=cfg["fetch.min.bytes"],
-                          max_bytes=cfg["fetch.max.bytes"], isolation_level=1 if self.read_committed else 0,
-                          session_id=0, session_epoch=-1,
-                          topics=[req_cls.FetchTopic(topic=t, partitions=ps) for t, ps in topics.items()])
+                topics.setdefault(tp.topic, []).append(
+                    req_cls.FetchPartition(
+                        partition=tp.partition,
+                        fetch_offset=st.fetch_offset,
+                        partition_max_bytes=cfg["max.partition.fetch.bytes"],
+                    )
+                )
+            req = req_cls(
+                replica_id=-1,
+                max_wait_ms=cfg["fetch.max.wait.ms"],
+                min_bytes=cfg["fetch.min.bytes"],
+                max_bytes=cfg["fetch.max.bytes"],
+                isolation_level=1 if self.read_committed else 0,
+                session_id=0,
+                session_epoch=-1,
+                topics=[req_cls.FetchTopic(topic=t, partitions=ps) for t, ps in topics.items()],
+            )
             self._fetching.add(leader)
             timeout = self.net.request_timeout + cfg["fetch.max.wait.ms"] / 1000
             self.net.request(leader, req, timeout=timeout).add_callback(
-                lambda p, n=leader, s=sent: self._on_fetch(n, s, p))  # type: ignore[misc]
+                lambda p, n=leader, s=sent: self._on_fetch(n, s, p)  # type: ignore[misc]
+            )
 
-    def _on_fetch(self, node: int, sent: list[tuple[TopicPartition, PartitionState, int, int]],
-                  p: Pending[Any]) -> None:
+    def _on_fetch(
+        self, node: int, sent: list[tuple[TopicPartition, PartitionState, int, int]], p: Pending[Any]
+    ) -> None:
         self._fetching.discard(node)
         for _, sent_st, _, _ in sent:
             sent_st.in_flight = False  # that state's fetch is over, whatever happened since
@@ -510,9 +542,15 @@ class ConsumerCore(ClientCore):
     def _fetch_error(self, tp: TopicPartition, st: PartitionState, code: int) -> None:
         if code == ErrorCode.OFFSET_OUT_OF_RANGE:
             self._start_reset(tp, st, self.default_reset)
-        elif code in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                      ErrorCode.LEADER_NOT_AVAILABLE, ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.UNKNOWN_LEADER_EPOCH,
-                      ErrorCode.KAFKA_STORAGE_ERROR, ErrorCode.REPLICA_NOT_AVAILABLE):
+        elif code in (
+            ErrorCode.NOT_LEADER_OR_FOLLOWER,
+            ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+            ErrorCode.LEADER_NOT_AVAILABLE,
+            ErrorCode.FENCED_LEADER_EPOCH,
+            ErrorCode.UNKNOWN_LEADER_EPOCH,
+            ErrorCode.KAFKA_STORAGE_ERROR,
+            ErrorCode.REPLICA_NOT_AVAILABLE,
+        ):
             self.request_metadata_update()
             self._backoff_until[tp] = self.now + self.config["retry.backoff.ms"] / 1000
             self.call_at(self._backoff_until[tp], lambda: None)
@@ -552,9 +590,12 @@ class ConsumerCore(ClientCore):
     def commit_positions(self, only: list[TopicPartition] | None = None) -> Pending[Any]:
         wanted = None if only is None else set(only)
         offsets: dict[TopicPartition, tuple[int, str | None]] = {
-            tp: (st.position, None) for tp, st in self.assignment.items()
-            if st.position is not None and self.committed_positions.get(tp) != st.position
-            and (wanted is None or tp in wanted)}
+            tp: (st.position, None)
+            for tp, st in self.assignment.items()
+            if st.position is not None
+            and self.committed_positions.get(tp) != st.position
+            and (wanted is None or tp in wanted)
+        }
         if not offsets:
             return Pending.of(None)
         return self.commit(offsets)
@@ -568,12 +609,19 @@ class ConsumerCore(ClientCore):
         req_cls = _OffsetCommitRequest
         topics: dict[str, list[Any]] = {}
         for tp, (off, meta) in offsets.items():
-            topics.setdefault(tp.topic, []).append(req_cls.OffsetCommitRequestPartition(
-                partition_index=tp.partition, committed_offset=off, committed_metadata=meta))
+            topics.setdefault(tp.topic, []).append(
+                req_cls.OffsetCommitRequestPartition(
+                    partition_index=tp.partition, committed_offset=off, committed_metadata=meta
+                )
+            )
         in_group = group.active and group.generation >= 0 and bool(group.member_id)
-        req = req_cls(group_id=group.group_id, generation_id_or_member_epoch=group.generation if in_group else -1,
-                      member_id=group.member_id if in_group else "", group_instance_id=group.instance_id,
-                      topics=[req_cls.OffsetCommitRequestTopic(name=t, partitions=ps) for t, ps in topics.items()])
+        req = req_cls(
+            group_id=group.group_id,
+            generation_id_or_member_epoch=group.generation if in_group else -1,
+            member_id=group.member_id if in_group else "",
+            group_instance_id=group.instance_id,
+            topics=[req_cls.OffsetCommitRequestTopic(name=t, partitions=ps) for t, ps in topics.items()],
+        )
         out: Pending[Any] = Pending()
 
         def done(p: Pending[Any]) -> None:
@@ -593,8 +641,12 @@ class ConsumerCore(ClientCore):
                 group.request_rejoin()  # KIP-848: heartbeat now, then commit with the current epoch
             if code == ErrorCode.STALE_MEMBER_EPOCH or _retry_at_coordinator(group, err):
                 if retries > 0:
-                    self.call_at(self.now + group.backoff, lambda: self.commit(offsets, retries - 1).add_callback(
-                        lambda q: out.fail(q.error) if q.error is not None else out.resolve(None)))
+                    self.call_at(
+                        self.now + group.backoff,
+                        lambda: self.commit(offsets, retries - 1).add_callback(
+                            lambda q: out.fail(q.error) if q.error is not None else out.resolve(None)
+                        ),
+                    )
                     return
             if code in (ErrorCode.ILLEGAL_GENERATION, ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.REBALANCE_IN_PROGRESS):
                 group.request_rejoin()
@@ -604,8 +656,9 @@ class ConsumerCore(ClientCore):
         group.request(req).add_callback(done)
         return out
 
-    def fetch_committed(self, tps: list[TopicPartition], retries: int = 20
-                        ) -> Pending[dict[TopicPartition, tuple[int, str | None]]]:
+    def fetch_committed(
+        self, tps: list[TopicPartition], retries: int = 20
+    ) -> Pending[dict[TopicPartition, tuple[int, str | None]]]:
         """The group's committed offsets; retried while the coordinator moves or loads, or a
         transaction's offsets are pending (UNSTABLE_OFFSET_COMMIT), as Kafka's clients do."""
         if self.group is None:
@@ -621,8 +674,12 @@ class ConsumerCore(ClientCore):
                 out.resolve(p.result())
                 return
             if retries > 0 and _retry_at_coordinator(group, err):
-                self.call_at(self.now + group.backoff, lambda: self.fetch_committed(tps, retries - 1).add_callback(
-                    lambda q: out.fail(q.error) if q.error is not None else out.resolve(q.result())))
+                self.call_at(
+                    self.now + group.backoff,
+                    lambda: self.fetch_committed(tps, retries - 1).add_callback(
+                        lambda q: out.fail(q.error) if q.error is not None else out.resolve(q.result())
+                    ),
+                )
                 return
             out.fail(err)
 
@@ -635,8 +692,11 @@ class ConsumerCore(ClientCore):
         topics: dict[str, list[int]] = {}
         for tp in tps:
             topics.setdefault(tp.topic, []).append(tp.partition)
-        req = req_cls(group_id=self.group.group_id, require_stable=True,
-                      topics=[req_cls.OffsetFetchRequestTopic(name=t, partition_indexes=ps) for t, ps in topics.items()])
+        req = req_cls(
+            group_id=self.group.group_id,
+            require_stable=True,
+            topics=[req_cls.OffsetFetchRequestTopic(name=t, partition_indexes=ps) for t, ps in topics.items()],
+        )
 
         group_id = self.group.group_id
         return self.group.request(req).chain(lambda resp: committed_from_response(resp, group_id))
@@ -666,6 +726,7 @@ class ConsumerCore(ClientCore):
 
     def close_group(self) -> Pending[Any]:
         """Commit (auto-commit) and leave the group."""
+
         def leave(_: Any) -> Pending[Any]:
             if self.group is not None and self.group.active:
                 return self.group.leave()
@@ -688,4 +749,3 @@ def _retry_at_coordinator(group: Any, err: BaseException | None) -> bool:
     if gone or not isinstance(err, KafkaError) or code == ErrorCode.NETWORK_EXCEPTION:
         group.coordinator_lost()
     return True
-

@@ -58,6 +58,7 @@ from logbroker.protocol.messages.join_group_request import _JoinGroupRequest
 from logbroker.protocol.messages.leave_group_request import _LeaveGroupRequest
 from logbroker.protocol.messages.sync_group_request import _SyncGroupRequest
 
+
 class CoordinatorHost(Protocol):
     """What finding a group coordinator uses of its client core (CoordinatorLink)."""
 
@@ -88,6 +89,7 @@ class MemberHost(CoordinatorHost, Protocol):
     def lose_partitions(self) -> None: ...
     def prepare_rejoin(self, group: Any) -> None: ...
 
+
 __all__ = [
     "COOPERATIVE",
     "CoordinatorLink",
@@ -110,8 +112,10 @@ OFFSET_COMMIT, OFFSET_FETCH = 8, 9
 def find_coordinator_request(key: str, key_type: int) -> Versioned:
     """FindCoordinator for one key, in the shape of the negotiated version (v4+ batches keys)."""
     cls = _FindCoordinatorRequest
-    return Versioned(FIND_COORDINATOR, lambda v: cls(key=key, key_type=key_type) if v < 4
-                     else cls(key_type=key_type, coordinator_keys=[key]))
+    return Versioned(
+        FIND_COORDINATOR,
+        lambda v: cls(key=key, key_type=key_type) if v < 4 else cls(key_type=key_type, coordinator_keys=[key]),
+    )
 
 
 def coordinator_from_response(net: Network, r: Any, kind: str, what: str) -> tuple[str, int]:
@@ -172,8 +176,13 @@ def _partitions(parts: list[TopicPartition]) -> bytes:
     return out
 
 
-def encode_subscription(topics: list[str], user_data: bytes | None = None, owned: Iterable[TopicPartition] = (),
-                        generation: int = -1, rack: str | None = None) -> bytes:
+def encode_subscription(
+    topics: list[str],
+    user_data: bytes | None = None,
+    owned: Iterable[TopicPartition] = (),
+    generation: int = -1,
+    rack: str | None = None,
+) -> bytes:
     """Version 3 (what Java and librdkafka send)."""
     out = struct.pack(">hi", 3, len(topics)) + b"".join(_str(t) for t in sorted(topics))
     out += _bytes(user_data) + _partitions(list(owned)) + struct.pack(">i", generation)
@@ -183,7 +192,7 @@ def encode_subscription(topics: list[str], user_data: bytes | None = None, owned
 def _read_str(b: bytes, pos: int) -> tuple[str, int]:
     (n,) = struct.unpack_from(">h", b, pos)
     pos += 2
-    return bytes(b[pos:pos + n]).decode(), pos + n
+    return bytes(b[pos : pos + n]).decode(), pos + n
 
 
 def _read_partitions(b: bytes, pos: int) -> tuple[list[TopicPartition], int]:
@@ -208,7 +217,7 @@ def parse_subscription(b: bytes) -> Subscription:
         topics.append(t)
     (k,) = struct.unpack_from(">i", b, pos)
     pos += 4
-    user_data = None if k < 0 else bytes(b[pos:pos + k])
+    user_data = None if k < 0 else bytes(b[pos : pos + k])
     pos += max(k, 0)
     owned: list[TopicPartition] = []
     generation, rack = -1, None
@@ -371,7 +380,6 @@ class CoordinatorLink:
         return self.ensure_coordinator().chain(lambda node: self.core.net.request(node, body, timeout=timeout))
 
 
-
 class GroupMembership(CoordinatorLink):
     """One member of a classic consumer group (see the module docstring)."""
 
@@ -526,9 +534,14 @@ class GroupMembership(CoordinatorLink):
             meta = encode_subscription(topics, user_data, owned, self.generation, self.rack)
             protocols.append(req_cls.JoinGroupRequestProtocol(name=a, metadata=meta))
         req = req_cls(
-            group_id=self.group_id, session_timeout_ms=self.session_timeout_ms,
-            rebalance_timeout_ms=self.rebalance_timeout_ms, member_id=self.member_id,
-            group_instance_id=self.instance_id, protocol_type="consumer", protocols=protocols)
+            group_id=self.group_id,
+            session_timeout_ms=self.session_timeout_ms,
+            rebalance_timeout_ms=self.rebalance_timeout_ms,
+            member_id=self.member_id,
+            group_instance_id=self.instance_id,
+            protocol_type="consumer",
+            protocols=protocols,
+        )
         timeout = self.rebalance_timeout_ms / 1000 + 5.0
         assert self.coordinator is not None
         self.core.net.request(self.coordinator, req, timeout=timeout).add_callback(self._on_join)
@@ -573,8 +586,11 @@ class GroupMembership(CoordinatorLink):
             self.core.want_topics(topics)
             gen = self.generation
             self.core.wait_metadata(
-                lambda: all(self.core.metadata.partition_count(t) is not None or t in self.core.metadata.topics
-                            for t in topics), 10.0, f"metadata of topics {topics}",
+                lambda: all(
+                    self.core.metadata.partition_count(t) is not None or t in self.core.metadata.topics for t in topics
+                ),
+                10.0,
+                f"metadata of topics {topics}",
             ).add_callback(lambda q: self._assign_and_sync(members, gen))
         else:
             self._sync([])
@@ -596,18 +612,28 @@ class GroupMembership(CoordinatorLink):
             assignor = ASSIGNORS.get(self.protocol or "range", range_assign)
             plan = assignor({m: s.topics for m, s in members.items()}, counts)
         req_cls = _SyncGroupRequest
-        self._sync([req_cls.SyncGroupRequestAssignment(member_id=m, assignment=encode_assignment(ps))
-                    for m, ps in plan.items()])
+        self._sync(
+            [
+                req_cls.SyncGroupRequestAssignment(member_id=m, assignment=encode_assignment(ps))
+                for m, ps in plan.items()
+            ]
+        )
 
     def _sync(self, assignments: list[Any]) -> None:
         req = _SyncGroupRequest(
-            group_id=self.group_id, generation_id=self.generation, member_id=self.member_id,
-            group_instance_id=self.instance_id, protocol_type="consumer", protocol_name=self.protocol,
-            assignments=assignments)
+            group_id=self.group_id,
+            generation_id=self.generation,
+            member_id=self.member_id,
+            group_instance_id=self.instance_id,
+            protocol_type="consumer",
+            protocol_name=self.protocol,
+            assignments=assignments,
+        )
         assert self.coordinator is not None
         gen = self.generation
         self.core.net.request(self.coordinator, req, timeout=self.rebalance_timeout_ms / 1000 + 5.0).add_callback(
-            lambda p: self._on_sync(p, gen))
+            lambda p: self._on_sync(p, gen)
+        )
 
     def _on_sync(self, p: Pending[Any], generation: int) -> None:
         if self.state != "syncing" or generation != self.generation:
@@ -631,8 +657,12 @@ class GroupMembership(CoordinatorLink):
         if self._heartbeat_in_flight or self.coordinator is None or self.generation < 0:
             return
         self._heartbeat_in_flight = True
-        req = _HeartbeatRequest(group_id=self.group_id, generation_id=self.generation, member_id=self.member_id,
-                                  group_instance_id=self.instance_id)
+        req = _HeartbeatRequest(
+            group_id=self.group_id,
+            generation_id=self.generation,
+            member_id=self.member_id,
+            group_instance_id=self.instance_id,
+        )
         gen = self.generation
         self.core.net.request(self.coordinator, req).add_callback(lambda p: self._on_heartbeat(p, gen))
 
@@ -682,8 +712,10 @@ class GroupMembership(CoordinatorLink):
         def build(v: int) -> Any:
             if v < 3:
                 return req_cls(group_id=self.group_id, member_id=member)
-            return req_cls(group_id=self.group_id, members=[
-                req_cls.MemberIdentity(member_id=member, group_instance_id=instance, reason=reason)])
+            return req_cls(
+                group_id=self.group_id,
+                members=[req_cls.MemberIdentity(member_id=member, group_instance_id=instance, reason=reason)],
+            )
 
         req = Versioned(LEAVE_GROUP, build)
         self._unjoin()

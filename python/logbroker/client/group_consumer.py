@@ -49,9 +49,15 @@ log = logging.getLogger("logbroker.client")
 CONSUMER_GROUP_HEARTBEAT = 68
 _FENCED = {ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.FENCED_MEMBER_EPOCH}
 _COORDINATOR = {ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS}
-_FATAL = {ErrorCode.UNSUPPORTED_VERSION, ErrorCode.GROUP_MAX_SIZE_REACHED, ErrorCode.UNRELEASED_INSTANCE_ID,
-          ErrorCode.UNSUPPORTED_ASSIGNOR, ErrorCode.INVALID_REQUEST, ErrorCode.GROUP_ID_NOT_FOUND,
-          ErrorCode.GROUP_AUTHORIZATION_FAILED}
+_FATAL = {
+    ErrorCode.UNSUPPORTED_VERSION,
+    ErrorCode.GROUP_MAX_SIZE_REACHED,
+    ErrorCode.UNRELEASED_INSTANCE_ID,
+    ErrorCode.UNSUPPORTED_ASSIGNOR,
+    ErrorCode.INVALID_REQUEST,
+    ErrorCode.GROUP_ID_NOT_FOUND,
+    ErrorCode.GROUP_AUTHORIZATION_FAILED,
+}
 
 
 class ConsumerGroupMembership(CoordinatorLink):
@@ -144,16 +150,24 @@ class ConsumerGroupMembership(CoordinatorLink):
             by_topic: dict[str, list[int]] = {}
             for tp in sorted(owned):
                 by_topic.setdefault(tp.topic, []).append(tp.partition)
-            partitions = [cls.TopicPartitions(topic_id=self.core.metadata.topics[t].topic_id, partitions=ps)
-                          for t, ps in by_topic.items() if t in self.core.metadata.topics]
+            partitions = [
+                cls.TopicPartitions(topic_id=self.core.metadata.topics[t].topic_id, partitions=ps)
+                for t, ps in by_topic.items()
+                if t in self.core.metadata.topics
+            ]
         member_id = self.member_id
 
         def build(v: int) -> Any:
-            return cls(group_id=self.group_id, member_id=member_id if (v >= 1 or not joining) else "",
-                       member_epoch=epoch, instance_id=self.instance_id,
-                       rebalance_timeout_ms=self.rebalance_timeout_ms if joining else -1,
-                       subscribed_topic_names=list(self.subscribed) if epoch >= 0 else None,
-                       server_assignor=self.server_assignor, topic_partitions=partitions)
+            return cls(
+                group_id=self.group_id,
+                member_id=member_id if (v >= 1 or not joining) else "",
+                member_epoch=epoch,
+                instance_id=self.instance_id,
+                rebalance_timeout_ms=self.rebalance_timeout_ms if joining else -1,
+                subscribed_topic_names=list(self.subscribed) if epoch >= 0 else None,
+                server_assignor=self.server_assignor,
+                topic_partitions=partitions,
+            )
 
         return Versioned(CONSUMER_GROUP_HEARTBEAT, build)
 
@@ -172,7 +186,8 @@ class ConsumerGroupMembership(CoordinatorLink):
         self.next_heartbeat = self.core.now + self.heartbeat_interval
         assert self.coordinator is not None
         self.core.net.request(self.coordinator, self._request(epoch, owned)).add_callback(
-            lambda p: self._on_heartbeat(p, epoch))
+            lambda p: self._on_heartbeat(p, epoch)
+        )
 
     def _on_heartbeat(self, p: Pending[Any], sent_epoch: int) -> None:
         self._in_flight = False
@@ -185,8 +200,13 @@ class ConsumerGroupMembership(CoordinatorLink):
         code = r.error_code
         what = f"ConsumerGroupHeartbeat of group {self.group_id!r}"
         if code in _FENCED:
-            log.info("consumer of group %r: %s (%s); giving up %d partition(s) and rejoining", self.group_id,
-                     ErrorCode(code).name, r.error_message, len(self.core.assignment))
+            log.info(
+                "consumer of group %r: %s (%s); giving up %d partition(s) and rejoining",
+                self.group_id,
+                ErrorCode(code).name,
+                r.error_message,
+                len(self.core.assignment),
+            )
             self.core.lose_partitions()
             self._unjoin()
             self.next_heartbeat = self.core.now

@@ -209,10 +209,16 @@ class Connection:
     told how each authentication ended (error None: it succeeded); `auth_timeout` bounds each
     step of the exchange (request.timeout.ms)."""
 
-    def __init__(self, node_id: Hashable, host: str, port: int, client_id: str,
-                 sasl: SaslConfig | OAuthSaslConfig | None = None,
-                 on_auth: Callable[[Connection, SaslAuthenticationError | None], object] | None = None,
-                 auth_timeout: float = 30.0) -> None:
+    def __init__(
+        self,
+        node_id: Hashable,
+        host: str,
+        port: int,
+        client_id: str,
+        sasl: SaslConfig | OAuthSaslConfig | None = None,
+        on_auth: Callable[[Connection, SaslAuthenticationError | None], object] | None = None,
+        auth_timeout: float = 30.0,
+    ) -> None:
         self.node_id = node_id
         self.host = host
         self.port = port
@@ -322,8 +328,13 @@ class Connection:
 
     def _auth_error(self, reason: str, error_code: int | None = None) -> SaslAuthenticationError:
         assert self.sasl is not None
-        return SaslAuthenticationError(f"{self.host}:{self.port} (node {self.node_id})", self.sasl.mechanism,
-                                       self.sasl.username, reason, error_code)
+        return SaslAuthenticationError(
+            f"{self.host}:{self.port} (node {self.node_id})",
+            self.sasl.mechanism,
+            self.sasl.username,
+            reason,
+            error_code,
+        )
 
     def _auth_request(self, body: Any, version: int, callback: Callable[[Pending[Any]], object]) -> None:
         """Send one step of the exchange, ahead of the waiting requests."""
@@ -338,8 +349,12 @@ class Connection:
         handshake = self.versions.get(SASL_HANDSHAKE)
         authenticate = self.versions.get(SASL_AUTHENTICATE)
         if handshake is None or handshake[1] < 1 or authenticate is None:
-            self._fail_auth(self._auth_error("the broker does not speak SaslHandshake v1 and SaslAuthenticate "
-                                             "(KIP-152); is this a SASL listener of Kafka 1.0 or newer?"))
+            self._fail_auth(
+                self._auth_error(
+                    "the broker does not speak SaslHandshake v1 and SaslAuthenticate "
+                    "(KIP-152); is this a SASL listener of Kafka 1.0 or newer?"
+                )
+            )
             return
         self._auth_version = min(2, authenticate[1])
         try:
@@ -355,8 +370,11 @@ class Connection:
         if p.error is None:
             return False
         if self.state != "closed":
-            self.close(KafkaConnectionError(f"SASL exchange with {self.host}:{self.port} (node {self.node_id}) "
-                                            f"failed: {p.error}"))
+            self.close(
+                KafkaConnectionError(
+                    f"SASL exchange with {self.host}:{self.port} (node {self.node_id}) failed: {p.error}"
+                )
+            )
         return True
 
     def _on_handshake(self, p: Pending[Any]) -> None:
@@ -365,16 +383,22 @@ class Connection:
         resp = p._value
         assert self.sasl is not None and self._mech is not None
         if resp.error_code == UNSUPPORTED_SASL_MECHANISM:
-            self._fail_auth(self._auth_error(
-                f"the broker does not enable {self.sasl.mechanism}; it enables "
-                f"{', '.join(resp.mechanisms) or 'none'}", resp.error_code))
+            self._fail_auth(
+                self._auth_error(
+                    f"the broker does not enable {self.sasl.mechanism}; it enables "
+                    f"{', '.join(resp.mechanisms) or 'none'}",
+                    resp.error_code,
+                )
+            )
             return
         if resp.error_code:
-            self._fail_auth(self._auth_error(f"SaslHandshake refused (enabled: {', '.join(resp.mechanisms)})",
-                                             resp.error_code))
+            self._fail_auth(
+                self._auth_error(f"SaslHandshake refused (enabled: {', '.join(resp.mechanisms)})", resp.error_code)
+            )
             return
-        self._auth_request(_SaslAuthenticateRequest(auth_bytes=self._mech.first()), self._auth_version,
-                           self._on_authenticate)
+        self._auth_request(
+            _SaslAuthenticateRequest(auth_bytes=self._mech.first()), self._auth_version, self._on_authenticate
+        )
 
     def _on_authenticate(self, p: Pending[Any]) -> None:
         if self._auth_step_failed(p):
@@ -432,8 +456,13 @@ class Connection:
         if cap is not None and version > cap:
             lo = self.versions.get(r.api_key, (0, 0))[0] if self.versions else 0
             if cap < lo:
-                r.pending.fail(error_for(35, f"broker {self.host}:{self.port} needs {REQUESTS[r.api_key].name} "
-                                             f"v{lo}+, this request goes up to v{cap}"))
+                r.pending.fail(
+                    error_for(
+                        35,
+                        f"broker {self.host}:{self.port} needs {REQUESTS[r.api_key].name} "
+                        f"v{lo}+, this request goes up to v{cap}",
+                    )
+                )
                 return
             version = cap
         self._encode(r, version)
@@ -458,8 +487,8 @@ class Connection:
         prefix, or the rest of the current frame's body, allocated at its exact size so a
         large response is read straight into the buffer it is decoded from."""
         if self._frame is None:
-            return memoryview(self._head)[self._filled:]
-        return memoryview(self._frame)[self._filled:]
+            return memoryview(self._head)[self._filled :]
+        return memoryview(self._frame)[self._filled :]
 
     def advance(self, n: int, now: float) -> None:
         """`n` bytes were written into `read_target()`."""
@@ -503,8 +532,11 @@ class Connection:
             r.pending.fail(e)
             return
         if correlation_id != r.correlation_id:
-            self.close(KafkaConnectionError(
-                f"{self.host}:{self.port}: correlation id {correlation_id} != expected {r.correlation_id}"))
+            self.close(
+                KafkaConnectionError(
+                    f"{self.host}:{self.port}: correlation id {correlation_id} != expected {r.correlation_id}"
+                )
+            )
             r.pending.fail(KafkaConnectionError("correlation id mismatch"))
             return
         r.pending.resolve(body)
@@ -512,8 +544,11 @@ class Connection:
             self._start_sasl()
 
     def overdue(self, now: float) -> bool:
-        return bool(self._in_flight) and self._in_flight[0].deadline <= now or any(
-            r.deadline <= now for r in self._waiting)
+        return (
+            bool(self._in_flight)
+            and self._in_flight[0].deadline <= now
+            or any(r.deadline <= now for r in self._waiting)
+        )
 
     def next_deadline(self) -> float | None:
         ds = [r.deadline for r in self._waiting]
@@ -540,9 +575,15 @@ class Connection:
 class Network:
     """All connections of one client (see the module docstring)."""
 
-    def __init__(self, bootstrap: list[tuple[str, int]], client_id: str, request_timeout: float,
-                 reconnect_backoff: float = 0.05, reconnect_backoff_max: float = 1.0,
-                 sasl: SaslConfig | OAuthSaslConfig | None = None) -> None:
+    def __init__(
+        self,
+        bootstrap: list[tuple[str, int]],
+        client_id: str,
+        request_timeout: float,
+        reconnect_backoff: float = 0.05,
+        reconnect_backoff_max: float = 1.0,
+        sasl: SaslConfig | OAuthSaslConfig | None = None,
+    ) -> None:
         self.client_id = client_id
         self.sasl = sasl
         # The last authentication failure (cleared by a success), and who is told of each.
@@ -574,8 +615,9 @@ class Network:
             self.conns[node_id] = c
         return c
 
-    def request(self, node_id: Hashable, body: Any, *, timeout: float | None = None,
-                expect_response: bool = True) -> Pending[Any]:
+    def request(
+        self, node_id: Hashable, body: Any, *, timeout: float | None = None, expect_response: bool = True
+    ) -> Pending[Any]:
         try:
             c = self.connection(node_id)
         except KafkaError as e:
@@ -655,9 +697,12 @@ class Network:
             if c.state == "closed":
                 continue
             if c.overdue(now):
-                c.close(KafkaTimeoutError(
-                    f"request to {c.host}:{c.port} (node {c.node_id}) got no response within "
-                    f"request.timeout.ms={self.request_timeout * 1000:.0f}"))
+                c.close(
+                    KafkaTimeoutError(
+                        f"request to {c.host}:{c.port} (node {c.node_id}) got no response within "
+                        f"request.timeout.ms={self.request_timeout * 1000:.0f}"
+                    )
+                )
             elif c.reauth_at is not None:
                 c.maybe_reauthenticate(now)
         for n in [n for n, c in self.conns.items() if c.state == "closed"]:

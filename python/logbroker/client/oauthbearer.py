@@ -96,8 +96,11 @@ def unsecured_token(config: str, now: float) -> tuple[str, float]:
         life = int(options.pop("lifeSeconds", "3600"))
     except ValueError:
         raise ValueError("sasl.oauthbearer.config: lifeSeconds is not an integer") from None
-    claims: dict[str, Any] = {options.pop("principalClaimName", "sub"): principal, "iat": int(now),
-                              "exp": int(now) + life}
+    claims: dict[str, Any] = {
+        options.pop("principalClaimName", "sub"): principal,
+        "iat": int(now),
+        "exp": int(now) + life,
+    }
     scope_claim = options.pop("scopeClaimName", "scope")
     if "scope" in options:
         claims[scope_claim] = [s for s in options.pop("scope").split(",") if s]
@@ -112,11 +115,19 @@ def fetch_client_credentials(url: str, client_id: str, secret: str, scope: str |
     form = {"grant_type": "client_credentials"}
     if scope:
         form["scope"] = scope
-    basic = base64.b64encode(f"{urllib.parse.quote(client_id, safe='')}:{urllib.parse.quote(secret, safe='')}"
-                             .encode()).decode()
-    req = urllib.request.Request(url, data=urllib.parse.urlencode(form).encode(), method="POST",
-                                 headers={"Authorization": f"Basic {basic}", "Accept": "application/json",
-                                          "Content-Type": "application/x-www-form-urlencoded"})
+    basic = base64.b64encode(
+        f"{urllib.parse.quote(client_id, safe='')}:{urllib.parse.quote(secret, safe='')}".encode()
+    ).decode()
+    req = urllib.request.Request(
+        url,
+        data=urllib.parse.urlencode(form).encode(),
+        method="POST",
+        headers={
+            "Authorization": f"Basic {basic}",
+            "Accept": "application/json",
+            "Content-Type": "application/x-www-form-urlencoded",
+        },
+    )
     started = time.time()
     try:
         with urllib.request.urlopen(req, timeout=FETCH_TIMEOUT_S) as r:
@@ -143,8 +154,13 @@ class TokenSource:
     """One client's tokens: `token()` -> (token, extensions), fetched again after 80% of the
     last one's lifetime (thread-safe: the connections of a client share it)."""
 
-    def __init__(self, fetch: Callable[[], tuple[str, float]], extensions: dict[str, str], what: str,
-                 clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        fetch: Callable[[], tuple[str, float]],
+        extensions: dict[str, str],
+        what: str,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self._fetch = fetch
         self.extensions = extensions
         self.what = what  # names the source in errors
@@ -163,8 +179,11 @@ class TokenSource:
                 token, expiry = self._fetch()
             except ValueError:
                 if current is not None and now < current[1]:
-                    log.warning("%s: a new token could not be had; the current one serves until it expires",
-                                self.what, exc_info=True)
+                    log.warning(
+                        "%s: a new token could not be had; the current one serves until it expires",
+                        self.what,
+                        exc_info=True,
+                    )
                     return current[0]
                 raise
             self.fetches += 1
@@ -226,13 +245,19 @@ def token_source(config: dict[str, Any], jaas: dict[str, str]) -> TokenSource:
         client_secret = secret(config.get("sasl.oauthbearer.client.secret")) or jaas.get("clientSecret")
         scope = config.get("sasl.oauthbearer.scope") or jaas.get("scope")
         if not url or not client_id or client_secret is None:
-            raise ValueError("sasl.oauthbearer.method=oidc needs sasl.oauthbearer.token.endpoint.url, "
-                             "sasl.oauthbearer.client.id and sasl.oauthbearer.client.secret")
-        return TokenSource(lambda: fetch_client_credentials(url, client_id, client_secret, scope), extensions,
-                           f"the token endpoint {url}")
+            raise ValueError(
+                "sasl.oauthbearer.method=oidc needs sasl.oauthbearer.token.endpoint.url, "
+                "sasl.oauthbearer.client.id and sasl.oauthbearer.client.secret"
+            )
+        return TokenSource(
+            lambda: fetch_client_credentials(url, client_id, client_secret, scope),
+            extensions,
+            f"the token endpoint {url}",
+        )
     callback = config.get("oauth.cb")
     text = str(config.get("sasl.oauthbearer.config") or "")
     if callback is not None:
+
         def from_callback() -> tuple[str, float]:
             got = callback(text)
             if not isinstance(got, tuple) or len(got) not in (2, 4):
@@ -240,10 +265,13 @@ def token_source(config: dict[str, Any], jaas: dict[str, str]) -> TokenSource:
             if len(got) == 4 and got[3]:
                 extensions.update({str(k): str(v) for k, v in dict(got[3]).items()})
             return str(got[0]), float(got[1])
+
         return TokenSource(from_callback, extensions, "oauth_cb")
     if not text or not config.get("enable.sasl.oauthbearer.unsecure.jwt"):
-        raise ValueError("sasl.mechanism=OAUTHBEARER needs sasl.oauthbearer.method=oidc (with the token endpoint "
-                         "and client credentials), oauth_cb, or, for an unsecured token (tests), "
-                         "enable.sasl.oauthbearer.unsecure.jwt=true with sasl.oauthbearer.config=principal=<name>")
+        raise ValueError(
+            "sasl.mechanism=OAUTHBEARER needs sasl.oauthbearer.method=oidc (with the token endpoint "
+            "and client credentials), oauth_cb, or, for an unsecured token (tests), "
+            "enable.sasl.oauthbearer.unsecure.jwt=true with sasl.oauthbearer.config=principal=<name>"
+        )
     unsecured_token(text, time.time())  # checked now, not at the first connection
     return TokenSource(lambda: unsecured_token(text, time.time()), extensions, "sasl.oauthbearer.config")

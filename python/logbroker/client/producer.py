@@ -82,8 +82,9 @@ class ProducerBase:
         kb = key.encode() if isinstance(key, str) else key
         return int(self._partitioner(topic, kb, n))
 
-    def _append(self, topic: str, value: Any, key: Any, partition: int | None, timestamp: int | None,
-                headers: Headers) -> _core.RecordFuture | None:
+    def _append(
+        self, topic: str, value: Any, key: Any, partition: int | None, timestamp: int | None, headers: Headers
+    ) -> _core.RecordFuture | None:
         """The record's future, or None when the topic's metadata or buffer space is missing."""
         if self._closed:
             raise ClientClosedError("the producer is closed")
@@ -140,29 +141,43 @@ class Producer(ProducerBase):
         super().__init__(bootstrap_servers, config)
         self._driver = ThreadDriver(self._core, "logbroker-producer")
 
-    def send(self, topic: str, value: bytes | str | None = None, key: bytes | str | None = None,
-             partition: int | None = None, headers: Headers = None, timestamp: int | None = None) -> RecordFuture:
+    def send(
+        self,
+        topic: str,
+        value: bytes | str | None = None,
+        key: bytes | str | None = None,
+        partition: int | None = None,
+        headers: Headers = None,
+        timestamp: int | None = None,
+    ) -> RecordFuture:
         """Queues one record; returns its future (`.result(timeout)`, `.add_done_callback`)."""
         fut = self._append(topic, value, key, partition, timestamp, headers)
         if fut is not None:
             return fut
         return self._send_slow(topic, value, key, partition, headers, timestamp)
 
-    def _send_slow(self, topic: str, value: Any, key: Any, partition: int | None, headers: Headers,
-                   timestamp: int | None) -> RecordFuture:
+    def _send_slow(
+        self, topic: str, value: Any, key: Any, partition: int | None, headers: Headers, timestamp: int | None
+    ) -> RecordFuture:
         max_block = self.config["max.block.ms"] / 1000
         deadline = time.monotonic() + max_block
         while True:
             left = deadline - time.monotonic()
             if self._acc.partitions(topic) is None:
                 if left <= 0:
-                    raise KafkaTimeoutError(f"topic {topic!r} not present in metadata after max.block.ms={max_block * 1000:.0f}")
-                self._driver.call_wait(lambda left=left: self._core.wait_for_topic(topic, left), left + 1.0,
-                                       f"waiting for metadata of topic {topic!r}")
+                    raise KafkaTimeoutError(
+                        f"topic {topic!r} not present in metadata after max.block.ms={max_block * 1000:.0f}"
+                    )
+                self._driver.call_wait(
+                    lambda: self._core.wait_for_topic(topic, left),  # noqa: B023 - called before the loop goes on
+                    left + 1.0,
+                    f"waiting for metadata of topic {topic!r}",
+                )
             else:
                 if left <= 0:
                     raise KafkaTimeoutError(
-                        f"buffer.memory={self.config['buffer.memory']} stayed full for max.block.ms={max_block * 1000:.0f}")
+                        f"buffer.memory={self.config['buffer.memory']} stayed full for max.block.ms={max_block * 1000:.0f}"
+                    )
                 # As Kafka's producer: while an append waits for memory, open batches are
                 # sent without waiting for linger.ms (they hold the memory it waits for).
                 self._acc.begin_flush()
@@ -198,8 +213,11 @@ class Producer(ProducerBase):
         txn = self._txn()
         offs, gid, gen, member, inst = self._offsets_and_group(offsets, group)
         t = self.config["max.block.ms"] / 1000 if timeout is None else timeout
-        self._driver.call_wait(lambda: txn.send_offsets(offs, gid, gen, member, inst, t), t + 1.0,
-                               f"send_offsets_to_transaction(group {gid!r})")
+        self._driver.call_wait(
+            lambda: txn.send_offsets(offs, gid, gen, member, inst, t),
+            t + 1.0,
+            f"send_offsets_to_transaction(group {gid!r})",
+        )
 
     def _resume_transaction(self, producer_id: int, producer_epoch: int) -> None:
         """Internal (the Spark sink's driver): take over the open transaction of this

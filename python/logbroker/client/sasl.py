@@ -73,8 +73,16 @@ from logbroker import scram
 from logbroker.client.errors import ConfigError
 from logbroker.client.oauthbearer import OAuthBearerClient, TokenSource, token_source
 
-__all__ = ["MECHANISMS", "SASL_PROTOCOLS", "Password", "Plain", "SaslConfig", "ScramClient", "from_config",
-           "parse_jaas"]
+__all__ = [
+    "MECHANISMS",
+    "SASL_PROTOCOLS",
+    "Password",
+    "Plain",
+    "SaslConfig",
+    "ScramClient",
+    "from_config",
+    "parse_jaas",
+]
 
 MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
 SASL_PROTOCOLS = ("SASL_PLAINTEXT", "SASL_SSL")
@@ -110,8 +118,9 @@ def check_mechanism(value: Any) -> str:
     """`sasl.mechanism`, upper-cased; ConfigError for those this client does not speak."""
     m = str(value).strip().upper()
     if m in REFUSED:
-        raise ConfigError(f"sasl.mechanism={m}: this client does not do GSSAPI (Kerberos); "
-                          f"use one of {', '.join(MECHANISMS)}")
+        raise ConfigError(
+            f"sasl.mechanism={m}: this client does not do GSSAPI (Kerberos); use one of {', '.join(MECHANISMS)}"
+        )
     if m not in MECHANISMS:
         raise ConfigError(f"sasl.mechanism={value!r} is not one of {', '.join(MECHANISMS)}")
     return m
@@ -119,7 +128,7 @@ def check_mechanism(value: Any) -> str:
 
 # key="value" (with \" and \\ escapes) or key=value in a JAAS login module entry.
 _JAAS_OPTION = re.compile(r'([A-Za-z0-9_.\-]+)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|([^\s";]+))')
-_JAAS_HEAD = re.compile(r'^\s*[A-Za-z0-9_.$]+\s+(required|requisite|sufficient|optional)\b')
+_JAAS_HEAD = re.compile(r"^\s*[A-Za-z0-9_.$]+\s+(required|requisite|sufficient|optional)\b")
 
 
 def parse_jaas(text: str) -> dict[str, str]:
@@ -130,7 +139,7 @@ def parse_jaas(text: str) -> dict[str, str]:
     head = _JAAS_HEAD.match(text)
     if head is None:
         raise ConfigError("sasl.jaas.config is not '<LoginModule class> required key=\"value\" ...;'")
-    rest = text[head.end():].strip()
+    rest = text[head.end() :].strip()
     if not rest.endswith(";"):
         raise ConfigError("sasl.jaas.config must end with ';'")
     out: dict[str, str] = {}
@@ -191,15 +200,19 @@ def from_config(config: dict[str, Any]) -> SaslConfig | OAuthSaslConfig | None:
         options = parse_jaas(jaas)
         token_auth = options.get("tokenauth", "").lower() == "true"
         if token_auth and not mechanism.startswith("SCRAM-"):
-            raise ConfigError("sasl.jaas.config tokenauth=true (a delegation token) needs sasl.mechanism "
-                              "SCRAM-SHA-256 or SCRAM-SHA-512")
+            raise ConfigError(
+                "sasl.jaas.config tokenauth=true (a delegation token) needs sasl.mechanism "
+                "SCRAM-SHA-256 or SCRAM-SHA-512"
+            )
         if username is None:
             username = options.get("username")
         if password is None:
             password = options.get("password")
     if not username or password is None:
-        raise ConfigError(f"security.protocol={protocol} needs a user and a password: set sasl.username and "
-                          f"sasl.password, or sasl.jaas.config with username=\"...\" password=\"...\"")
+        raise ConfigError(
+            f"security.protocol={protocol} needs a user and a password: set sasl.username and "
+            f'sasl.password, or sasl.jaas.config with username="..." password="..."'
+        )
     return SaslConfig(mechanism, str(username), Password(password), token_auth)
 
 
@@ -257,8 +270,9 @@ class ScramClient:
     `respond(server-final)` checks the server's signature and returns None (complete);
     ValueError, with a message meant for the user, when the server's messages are wrong."""
 
-    def __init__(self, mechanism: str, username: str, password: Password, nonce: str | None = None,
-                 token_auth: bool = False) -> None:
+    def __init__(
+        self, mechanism: str, username: str, password: Password, nonce: str | None = None, token_auth: bool = False
+    ) -> None:
         if mechanism not in scram.MECHANISMS:
             raise ValueError(f"unknown SCRAM mechanism {mechanism!r}")
         self.mechanism = mechanism
@@ -267,8 +281,9 @@ class ScramClient:
         # printable, no ','; 32 random bytes as Java's client
         self.nonce = nonce or secrets.token_urlsafe(32)
         # a delegation token (KIP-48): the extension tells the broker the user is a token id
-        self._client_first_bare = f"n={scram.escape_username(username)},r={self.nonce}" + \
-            (",tokenauth=true" if token_auth else "")
+        self._client_first_bare = f"n={scram.escape_username(username)},r={self.nonce}" + (
+            ",tokenauth=true" if token_auth else ""
+        )
         self._auth_message: bytes | None = None
         self._salted: bytes | None = None
         self.state = "new"  # -> sent-first -> sent-final -> complete
@@ -312,8 +327,9 @@ class ScramClient:
         except ValueError:
             raise ValueError("SCRAM server-first message with a malformed salt or iteration count") from None
         if iterations < scram.MIN_ITERATIONS:
-            raise ValueError(f"the server asks for {iterations} iterations, fewer than the minimum "
-                             f"{scram.MIN_ITERATIONS}")
+            raise ValueError(
+                f"the server asks for {iterations} iterations, fewer than the minimum {scram.MIN_ITERATIONS}"
+            )
         assert self._password is not None
         self._salted = scram.salted_password(self.mechanism, self._password.value.encode(), salt, iterations)
         self._password = None  # not needed any more
@@ -337,10 +353,13 @@ class ScramClient:
         except ValueError:
             raise ValueError("SCRAM server-final message with a malformed signature") from None
         assert self._salted is not None and self._auth_message is not None
-        expected = scram.server_signature(self.mechanism, scram.server_key(self.mechanism, self._salted),
-                                          self._auth_message)
+        expected = scram.server_signature(
+            self.mechanism, scram.server_key(self.mechanism, self._salted), self._auth_message
+        )
         if not hmac.compare_digest(signature, expected):
-            raise ValueError("the server's SCRAM signature does not match: it does not know this user's "
-                             "credential (the server is not who it claims to be)")
+            raise ValueError(
+                "the server's SCRAM signature does not match: it does not know this user's "
+                "credential (the server is not who it claims to be)"
+            )
         self.state = "complete"
         self.complete = True

@@ -50,8 +50,14 @@ __all__ = ["ProducerCore"]
 
 PRODUCE = 0
 INIT_PRODUCER_ID = 22
-_LEADERSHIP = {ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.LEADER_NOT_AVAILABLE, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-               ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.UNKNOWN_LEADER_EPOCH, ErrorCode.KAFKA_STORAGE_ERROR}
+_LEADERSHIP = {
+    ErrorCode.NOT_LEADER_OR_FOLLOWER,
+    ErrorCode.LEADER_NOT_AVAILABLE,
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+    ErrorCode.FENCED_LEADER_EPOCH,
+    ErrorCode.UNKNOWN_LEADER_EPOCH,
+    ErrorCode.KAFKA_STORAGE_ERROR,
+}
 
 
 class _PartitionState:
@@ -77,8 +83,13 @@ class ProducerCore(ClientCore):
         if self.idempotent and self.max_in_flight > 5:
             raise ConfigError("max.in.flight.requests.per.connection must be at most 5 with idempotence")
         self.acc = _core.RecordAccumulator(
-            self.waker, config["batch.size"], config["linger.ms"], config["buffer.memory"],
-            config["max.request.size"], config["compression.type"])
+            self.waker,
+            config["batch.size"],
+            config["linger.ms"],
+            config["buffer.memory"],
+            config["max.request.size"],
+            config["compression.type"],
+        )
         self.producer_id = -1
         self.producer_epoch = -1
         self._pid_pending = False
@@ -113,8 +124,11 @@ class ProducerCore(ClientCore):
 
     def wait_for_topic(self, topic: str, timeout: float) -> Pending[Any]:
         self.want_topics({topic})
-        return self.wait_metadata(lambda: self.acc.partitions(topic) is not None, timeout,
-                                  f"topic {topic!r} (max.block.ms={timeout * 1000:.0f})")
+        return self.wait_metadata(
+            lambda: self.acc.partitions(topic) is not None,
+            timeout,
+            f"topic {topic!r} (max.block.ms={timeout * 1000:.0f})",
+        )
 
     # -- the loop -----------------------------------------------------------------------
 
@@ -169,6 +183,7 @@ class ProducerCore(ClientCore):
         ready = self.acc.next_ready_ms()
         if ready is not None:
             import time
+
             ds.append(self.now + max(0.0, (ready - time.time() * 1000) / 1000))
         if self._next_retry is not None:
             ds.append(self._next_retry)
@@ -214,13 +229,18 @@ class ProducerCore(ClientCore):
 
     def _expire(self, now: float) -> None:
         import time
+
         wall = time.time() * 1000
         for tp, st in list(self.parts.items()):
             while st.queue and wall - st.queue[0].created_ms >= self.delivery_timeout and not st.recovering:
                 b = st.queue.popleft()
-                self._complete(b, error=KafkaTimeoutError(
-                    f"delivery.timeout.ms={self.delivery_timeout} expired for {b.record_count} record(s) of "
-                    f"{tp[0]}-{tp[1]} after {b.attempts} attempt(s)"))
+                self._complete(
+                    b,
+                    error=KafkaTimeoutError(
+                        f"delivery.timeout.ms={self.delivery_timeout} expired for {b.record_count} record(s) of "
+                        f"{tp[0]}-{tp[1]} after {b.attempts} attempt(s)"
+                    ),
+                )
             self._gc(tp, st)
 
     def _gc(self, tp: tuple[str, int], st: _PartitionState) -> None:
@@ -284,15 +304,19 @@ class ProducerCore(ClientCore):
                 st = self.parts[(b.topic, b.partition)]
                 b.base_sequence = st.next_sequence
                 st.next_sequence = (st.next_sequence + b.record_count) & 0x7FFFFFFF
-            records = b.seal(self.producer_id, self.producer_epoch, b.base_sequence if self.idempotent else -1,
-                             self.txn is not None)
+            records = b.seal(
+                self.producer_id, self.producer_epoch, b.base_sequence if self.idempotent else -1, self.txn is not None
+            )
             topics.setdefault(b.topic, []).append(req_cls.PartitionProduceData(index=b.partition, records=records))
             b.attempts += 1
             b.in_flight = True
             self.parts[(b.topic, b.partition)].in_flight.append(b)
-        req: Any = req_cls(transactional_id=self.txn.txn_id if self.txn is not None else None, acks=self.acks,
-                      timeout_ms=self.request_timeout_ms,
-                      topic_data=[req_cls.TopicProduceData(name=t, partition_data=ps) for t, ps in topics.items()])
+        req: Any = req_cls(
+            transactional_id=self.txn.txn_id if self.txn is not None else None,
+            acks=self.acks,
+            timeout_ms=self.request_timeout_ms,
+            topic_data=[req_cls.TopicProduceData(name=t, partition_data=ps) for t, ps in topics.items()],
+        )
         if self.txn is not None:  # Produce v12+ means transactions v2
             produce = req
             req = Versioned(PRODUCE, lambda _v: produce, max_version=11)
@@ -322,7 +346,9 @@ class ProducerCore(ClientCore):
         for b in batches:
             pr = results.get((b.topic, b.partition))
             if pr is None:
-                self._failed(b, KafkaError(f"produce response for node {node} is missing {b.topic}-{b.partition}"), True)
+                self._failed(
+                    b, KafkaError(f"produce response for node {node} is missing {b.topic}-{b.partition}"), True
+                )
                 continue
             code = pr.error_code
             if code == 0:
@@ -357,6 +383,7 @@ class ProducerCore(ClientCore):
             st.in_flight.remove(b)
         b.in_flight = False
         import time
+
         expired = time.time() * 1000 - b.created_ms >= self.delivery_timeout
         if retriable and b.attempts <= self.retries and not expired and not self.closed:
             backoff = min(self.backoff_max, self.backoff * (2 ** max(0, b.attempts - 1)))
@@ -371,16 +398,23 @@ class ProducerCore(ClientCore):
             return
         if not retriable and isinstance(err, BrokerResponseError) and err.code == ErrorCode.MESSAGE_TOO_LARGE:
             err = error_class(ErrorCode.MESSAGE_TOO_LARGE)(
-                f"{err} ({b.record_count} record(s), {b.size} bytes; see batch.size / max.request.size)")
+                f"{err} ({b.record_count} record(s), {b.size} bytes; see batch.size / max.request.size)"
+            )
         if expired and retriable:
             err = KafkaTimeoutError(
                 f"delivery.timeout.ms={self.delivery_timeout} expired for {b.record_count} record(s) of "
-                f"{tp[0]}-{tp[1]} after {b.attempts} attempt(s); last error: {err}")
+                f"{tp[0]}-{tp[1]} after {b.attempts} attempt(s); last error: {err}"
+            )
         self._complete(b, error=err)
         self._gc(tp, st)
 
-    def _complete(self, b: _core.ProducerBatch, base_offset: int = -1, log_append_time: int = -1,
-                  error: BaseException | None = None) -> None:
+    def _complete(
+        self,
+        b: _core.ProducerBatch,
+        base_offset: int = -1,
+        log_append_time: int = -1,
+        error: BaseException | None = None,
+    ) -> None:
         if error is not None and self.txn is not None:
             self.txn.batch_failed(error)
         self.acc.complete(b, base_offset, log_append_time, error)

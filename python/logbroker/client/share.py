@@ -51,14 +51,20 @@ from logbroker.client.errors import ClientClosedError, KafkaError
 from logbroker.client.group import TopicPartition
 from logbroker.client.share_consumer import (
     AckMap,
-    AckResults,
     AcknowledgeType,
+    AckResults,
     IllegalStateError,
     ShareConsumerCore,
 )
 
-__all__ = ["AckResults", "AcknowledgeType", "AcknowledgementCommitCallback", "IllegalStateError", "ShareConsumer",
-           "ShareConsumerBase"]
+__all__ = [
+    "AckResults",
+    "AcknowledgeType",
+    "AcknowledgementCommitCallback",
+    "IllegalStateError",
+    "ShareConsumer",
+    "ShareConsumerBase",
+]
 
 AcknowledgementCommitCallback = Callable[[AckResults], object]
 """Called with {TopicPartition: None or the error} when acknowledgements completed."""
@@ -69,8 +75,9 @@ class ShareConsumerBase:
     application side of acknowledgements (see the module docstring)."""
 
     def __init__(self, bootstrap_servers: str | list[str], group_id: str | None, config: dict[str, Any]) -> None:
-        self.config = _config.build_share_consumer({"bootstrap.servers": bootstrap_servers, "group.id": group_id,
-                                                    **config})
+        self.config = _config.build_share_consumer(
+            {"bootstrap.servers": bootstrap_servers, "group.id": group_id, **config}
+        )
         self._core = ShareConsumerCore(self.config)
         self._explicit = self.config["share.acknowledgement.mode"] == "explicit"
         self.max_poll_records: int = self.config["max.poll.records"]
@@ -89,13 +96,17 @@ class ShareConsumerBase:
         if self._closed:
             raise ClientClosedError("the share consumer is closed")
         if not self._explicit:
-            raise IllegalStateError("acknowledge() needs share.acknowledgement.mode=explicit "
-                                    "(in implicit mode every record is accepted by the next poll)")
+            raise IllegalStateError(
+                "acknowledge() needs share.acknowledgement.mode=explicit "
+                "(in implicit mode every record is accepted by the next poll)"
+            )
         t = AcknowledgeType(type)
         key = (record.topic, record.partition, record.offset)
         if self._unacked.pop(key, None) is None:
-            raise IllegalStateError(f"{record.topic}-{record.partition}@{record.offset} is not a record of the "
-                                    "last poll() waiting for an acknowledgement")
+            raise IllegalStateError(
+                f"{record.topic}-{record.partition}@{record.offset} is not a record of the "
+                "last poll() waiting for an acknowledgement"
+            )
         self._acks.setdefault(TopicPartition(record.topic, record.partition), {})[record.offset] = int(t)
 
     def set_acknowledgement_commit_callback(self, callback: AcknowledgementCommitCallback | None) -> None:
@@ -107,8 +118,10 @@ class ShareConsumerBase:
     def _check_explicit(self) -> None:
         if self._explicit and self._unacked:
             n = len(self._unacked)
-            raise IllegalStateError(f"{n} record(s) of the last poll() are not acknowledged: in explicit mode every "
-                                    "record must be acknowledged before the next poll()")
+            raise IllegalStateError(
+                f"{n} record(s) of the last poll() are not acknowledged: in explicit mode every "
+                "record must be acknowledged before the next poll()"
+            )
 
     def _take_acks(self) -> AckMap:
         """The acknowledgements to hand to the core: in implicit mode the last poll's
@@ -166,8 +179,9 @@ class ShareConsumer(ShareConsumerBase):
     """A share-group consumer, Kafka's KafkaShareConsumer (see the module docstring;
     configuration keys as in Kafka, underscores allowed: docs/client.md)."""
 
-    def __init__(self, bootstrap_servers: str | list[str] = "127.0.0.1:9092", group_id: str | None = None,
-                 **config: Any) -> None:
+    def __init__(
+        self, bootstrap_servers: str | list[str] = "127.0.0.1:9092", group_id: str | None = None, **config: Any
+    ) -> None:
         super().__init__(bootstrap_servers, group_id, config)
         self._data = threading.Event()
         self._core.notify = self._data.set

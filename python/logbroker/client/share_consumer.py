@@ -120,12 +120,25 @@ class IllegalStateError(KafkaError):
 
 _FENCED = {ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.FENCED_MEMBER_EPOCH}
 _COORDINATOR = {ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS}
-_FATAL = {ErrorCode.UNSUPPORTED_VERSION, ErrorCode.GROUP_MAX_SIZE_REACHED, ErrorCode.INVALID_REQUEST,
-          ErrorCode.GROUP_ID_NOT_FOUND, ErrorCode.GROUP_AUTHORIZATION_FAILED, ErrorCode.TOPIC_AUTHORIZATION_FAILED,
-          ErrorCode.INCONSISTENT_GROUP_PROTOCOL}
-_LEADERSHIP = {ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.UNKNOWN_LEADER_EPOCH,
-               ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.UNKNOWN_TOPIC_ID, ErrorCode.LEADER_NOT_AVAILABLE,
-               ErrorCode.KAFKA_STORAGE_ERROR, ErrorCode.REPLICA_NOT_AVAILABLE}
+_FATAL = {
+    ErrorCode.UNSUPPORTED_VERSION,
+    ErrorCode.GROUP_MAX_SIZE_REACHED,
+    ErrorCode.INVALID_REQUEST,
+    ErrorCode.GROUP_ID_NOT_FOUND,
+    ErrorCode.GROUP_AUTHORIZATION_FAILED,
+    ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+    ErrorCode.INCONSISTENT_GROUP_PROTOCOL,
+}
+_LEADERSHIP = {
+    ErrorCode.NOT_LEADER_OR_FOLLOWER,
+    ErrorCode.FENCED_LEADER_EPOCH,
+    ErrorCode.UNKNOWN_LEADER_EPOCH,
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+    ErrorCode.UNKNOWN_TOPIC_ID,
+    ErrorCode.LEADER_NOT_AVAILABLE,
+    ErrorCode.KAFKA_STORAGE_ERROR,
+    ErrorCode.REPLICA_NOT_AVAILABLE,
+}
 
 
 def ack_batches(acks: dict[int, int], cls: Any) -> list[Any]:
@@ -204,8 +217,12 @@ class ShareGroupMembership(CoordinatorLink):
     def _request(self, epoch: int) -> Versioned:
         topics = list(self.subscribed) if (epoch == 0 or self._send_topics) and epoch >= 0 else None
         member_id, group_id = self.member_id, self.group_id
-        return Versioned(SHARE_GROUP_HEARTBEAT, lambda v: ShareGroupHeartbeatRequest(
-            group_id=group_id, member_id=member_id, member_epoch=epoch, rack_id=None, subscribed_topic_names=topics))
+        return Versioned(
+            SHARE_GROUP_HEARTBEAT,
+            lambda v: ShareGroupHeartbeatRequest(
+                group_id=group_id, member_id=member_id, member_epoch=epoch, rack_id=None, subscribed_topic_names=topics
+            ),
+        )
 
     def _heartbeat(self) -> None:
         if self.state == "unjoined":
@@ -228,8 +245,9 @@ class ShareGroupMembership(CoordinatorLink):
         r = p._value
         code = r.error_code
         if code in _FENCED:
-            log.info("share consumer of group %r: %s (%s); rejoining", self.group_id, ErrorCode(code).name,
-                     r.error_message)
+            log.info(
+                "share consumer of group %r: %s (%s); rejoining", self.group_id, ErrorCode(code).name, r.error_message
+            )
             self.core.set_assignment(set())
             self._rejoin()
             return
@@ -351,8 +369,9 @@ class ShareConsumerCore(ClientCore):
         self.ready: collections.deque[_Chunk] = collections.deque()
         self.errors: collections.deque[BaseException] = collections.deque()
         self.ack_results: collections.deque[AckResults] = collections.deque()
-        self.callbacks: collections.deque[tuple[Callable[[AckResults], object] | None, AckResults]] = \
+        self.callbacks: collections.deque[tuple[Callable[[AckResults], object] | None, AckResults]] = (
             collections.deque()
+        )
         self.notify: Callable[[], None] = lambda: None
         self.closing = False
         self.max_records: int = config["max.poll.records"]
@@ -423,8 +442,9 @@ class ShareConsumerCore(ClientCore):
                 if s.epoch <= 0:
                     del self._sessions[node]
                     continue
-                node_acks = {tp: self._fetch_acks.pop(tp) for tp in list(self._fetch_acks)
-                             if self.metadata.leader(*tp) == node}
+                node_acks = {
+                    tp: self._fetch_acks.pop(tp) for tp in list(self._fetch_acks) if self.metadata.leader(*tp) == node
+                }
                 self._send_acknowledge(node, node_acks, None, final=True).add_callback(lambda _p: step())
             if self._sessions and self.now < deadline:
                 self.call_at(min(deadline, self.now + 0.05), step)
@@ -441,7 +461,7 @@ class ShareConsumerCore(ClientCore):
         while ready and len(out) < max_records:
             c = ready[0]
             n = max_records - len(out)
-            out.extend(c.records[c.pos:c.pos + n])
+            out.extend(c.records[c.pos : c.pos + n])
             c.pos += n
             if c.pos >= len(c.records):
                 ready.popleft()
@@ -500,8 +520,9 @@ class ShareConsumerCore(ClientCore):
     def _send_fetches(self) -> None:
         wanted = self._wanted_by_node()
         # acknowledgements for partitions no longer fetched from their leader go on their own
-        stray = {tp: offs for tp, offs in self._fetch_acks.items()
-                 if tp not in wanted.get(self.metadata.leader(*tp), ())}
+        stray = {
+            tp: offs for tp, offs in self._fetch_acks.items() if tp not in wanted.get(self.metadata.leader(*tp), ())
+        }
         if stray:
             for tp in stray:
                 del self._fetch_acks[tp]
@@ -531,31 +552,54 @@ class ShareConsumerCore(ClientCore):
         named = add | set(acks)
         by_topic: dict[str, list[Any]] = {}
         for tp in sorted(named):
-            by_topic.setdefault(tp.topic, []).append(cls.FetchPartition(
-                partition_index=tp.partition, acknowledgement_batches=ack_batches(acks.get(tp, {}),
-                                                                                 cls.AcknowledgementBatch)))
+            by_topic.setdefault(tp.topic, []).append(
+                cls.FetchPartition(
+                    partition_index=tp.partition,
+                    acknowledgement_batches=ack_batches(acks.get(tp, {}), cls.AcknowledgementBatch),
+                )
+            )
         forgotten: dict[str, list[int]] = {}
         for tp in sorted(forget):
             forgotten.setdefault(tp.topic, []).append(tp.partition)
         cfg = self.config
         epoch = s.epoch
-        req = cls(group_id=self.group_id, member_id=self.group.member_id, share_session_epoch=epoch,
-                  max_wait_ms=cfg["fetch.max.wait.ms"], min_bytes=cfg["fetch.min.bytes"],
-                  max_bytes=cfg["fetch.max.bytes"], max_records=self.max_records, batch_size=self.max_records,
-                  topics=[cls.FetchTopic(topic_id=self._topic_id(t), partitions=ps) for t, ps in by_topic.items()],
-                  forgotten_topics_data=[cls.ForgottenTopic(topic_id=self._topic_id(t), partitions=ps)
-                                         for t, ps in forgotten.items()])
+        req = cls(
+            group_id=self.group_id,
+            member_id=self.group.member_id,
+            share_session_epoch=epoch,
+            max_wait_ms=cfg["fetch.max.wait.ms"],
+            min_bytes=cfg["fetch.min.bytes"],
+            max_bytes=cfg["fetch.max.bytes"],
+            max_records=self.max_records,
+            batch_size=self.max_records,
+            topics=[cls.FetchTopic(topic_id=self._topic_id(t), partitions=ps) for t, ps in by_topic.items()],
+            forgotten_topics_data=[
+                cls.ForgottenTopic(topic_id=self._topic_id(t), partitions=ps) for t, ps in forgotten.items()
+            ],
+        )
         self._busy.add(node)
         timeout = self.net.request_timeout + cfg["fetch.max.wait.ms"] / 1000
         self.net.request(node, req, timeout=timeout).add_callback(
-            lambda p: self._on_fetch(node, s, epoch, add, forget, acks, p))
+            lambda p: self._on_fetch(node, s, epoch, add, forget, acks, p)
+        )
 
-    def _on_fetch(self, node: int, s: _Session, epoch: int, add: set[TopicPartition], forget: set[TopicPartition],
-                  acks: AckMap, p: Pending[Any]) -> None:
+    def _on_fetch(
+        self,
+        node: int,
+        s: _Session,
+        epoch: int,
+        add: set[TopicPartition],
+        forget: set[TopicPartition],
+        acks: AckMap,
+        p: Pending[Any],
+    ) -> None:
         self._busy.discard(node)
         if p.error is not None or p._value.error_code:
-            err = p.error if p.error is not None else error_for(p._value.error_code, p._value.error_message,
-                                                                 f"ShareFetch from node {node}")
+            err = (
+                p.error
+                if p.error is not None
+                else error_for(p._value.error_code, p._value.error_message, f"ShareFetch from node {node}")
+            )
             self._request_failed(node, s, err, acks, None)
             return
         r = p._value
@@ -575,9 +619,15 @@ class ShareConsumerCore(ClientCore):
             for part in t.partitions:
                 tp = TopicPartition(name, part.partition_index)
                 if tp in acks:
-                    results[tp] = error_for(part.acknowledge_error_code, part.acknowledge_error_message,
-                                            f"acknowledging {name}-{tp.partition}") \
-                        if part.acknowledge_error_code else None
+                    results[tp] = (
+                        error_for(
+                            part.acknowledge_error_code,
+                            part.acknowledge_error_message,
+                            f"acknowledging {name}-{tp.partition}",
+                        )
+                        if part.acknowledge_error_code
+                        else None
+                    )
                 if part.error_code:
                     self._partition_error(tp, part.error_code, part.error_message)
                     continue
@@ -628,8 +678,7 @@ class ShareConsumerCore(ClientCore):
         for e in r.node_endpoints or ():
             self.net.set_address(e.node_id, e.host, e.port)
 
-    def _request_failed(self, node: int, s: _Session, err: BaseException, acks: AckMap,
-                        commit: _Commit | None) -> None:
+    def _request_failed(self, node: int, s: _Session, err: BaseException, acks: AckMap, commit: _Commit | None) -> None:
         """A ShareFetch / ShareAcknowledge failed as a whole: its acknowledgements failed;
         the session starts again on session errors and lost connections."""
         code = getattr(err, "code", None)
@@ -667,8 +716,9 @@ class ShareConsumerCore(ClientCore):
                 for tp in acks:
                     del c.acks[tp]
                 if s is None or s.epoch <= 0:
-                    err = error_for(ErrorCode.SHARE_SESSION_NOT_FOUND, "no open share session with the leader",
-                                    "acknowledging")
+                    err = error_for(
+                        ErrorCode.SHARE_SESSION_NOT_FOUND, "no open share session with the leader", "acknowledging"
+                    )
                     c.results.update({tp: err for tp in acks})
                     continue
                 c.outstanding += 1
@@ -704,11 +754,19 @@ class ShareConsumerCore(ClientCore):
         cls = ShareAcknowledgeRequest
         by_topic: dict[str, list[Any]] = {}
         for tp in sorted(acks):
-            by_topic.setdefault(tp.topic, []).append(cls.AcknowledgePartition(
-                partition_index=tp.partition, acknowledgement_batches=ack_batches(acks[tp], cls.AcknowledgementBatch)))
+            by_topic.setdefault(tp.topic, []).append(
+                cls.AcknowledgePartition(
+                    partition_index=tp.partition,
+                    acknowledgement_batches=ack_batches(acks[tp], cls.AcknowledgementBatch),
+                )
+            )
         epoch = FINAL_EPOCH if final else s.epoch
-        req = cls(group_id=self.group_id, member_id=self.group.member_id, share_session_epoch=epoch,
-                  topics=[cls.AcknowledgeTopic(topic_id=self._topic_id(t), partitions=ps) for t, ps in by_topic.items()])
+        req = cls(
+            group_id=self.group_id,
+            member_id=self.group.member_id,
+            share_session_epoch=epoch,
+            topics=[cls.AcknowledgeTopic(topic_id=self._topic_id(t), partitions=ps) for t, ps in by_topic.items()],
+        )
         self._busy.add(node)
         done: Pending[Any] = Pending()
 
@@ -719,8 +777,11 @@ class ShareConsumerCore(ClientCore):
             if final:
                 self._sessions.pop(node, None)
             if p.error is not None or p._value.error_code:
-                err = p.error if p.error is not None else error_for(p._value.error_code, p._value.error_message,
-                                                                     f"ShareAcknowledge to node {node}")
+                err = (
+                    p.error
+                    if p.error is not None
+                    else error_for(p._value.error_code, p._value.error_message, f"ShareAcknowledge to node {node}")
+                )
                 if c is None and final:
                     c2 = _Commit({}, None, 0.0)
                     c2.results = {tp: err if isinstance(err, KafkaError) else KafkaError(str(err)) for tp in acks}
@@ -742,7 +803,9 @@ class ShareConsumerCore(ClientCore):
                         continue
                     tp = TopicPartition(name, part.partition_index)
                     if part.error_code:
-                        results[tp] = error_for(part.error_code, part.error_message, f"acknowledging {name}-{tp.partition}")
+                        results[tp] = error_for(
+                            part.error_code, part.error_message, f"acknowledging {name}-{tp.partition}"
+                        )
                         if part.error_code in _LEADERSHIP:
                             self.request_metadata_update()
                     else:

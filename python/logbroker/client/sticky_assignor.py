@@ -82,8 +82,13 @@ def sticky_assign(members: dict[str, Member], counts: dict[str, int]) -> dict[st
     return {m: sorted(held[m]) for m in members}
 
 
-def _move_one(members: dict[str, Member], kept: dict[str, list[TP]], held: dict[str, dict[TP, None]],
-              subscribers: dict[str, list[str]], least: Callable[[list[str]], str]) -> bool:
+def _move_one(
+    members: dict[str, Member],
+    kept: dict[str, list[TP]],
+    held: dict[str, dict[TP, None]],
+    subscribers: dict[str, list[str]],
+    least: Callable[[list[str]], str],
+) -> bool:
     for m in sorted(members, key=lambda m: (-len(held[m]), m)):
         n = len(held[m])
         best: tuple[int, str, str] | None = None

@@ -32,8 +32,10 @@ def context(config: dict[str, Any]) -> ssl.SSLContext | None:
         if config.get("ssl.keystore.location"):
             ctx.load_cert_chain(config["ssl.keystore.location"], password=config.get("ssl.key.password") or None)
     except (OSError, ssl.SSLError, ValueError) as e:
-        raise ConfigError(f"TLS settings (ssl.truststore.location={config.get('ssl.truststore.location')!r}, "
-                          f"ssl.keystore.location={config.get('ssl.keystore.location')!r}): {e}") from None
+        raise ConfigError(
+            f"TLS settings (ssl.truststore.location={config.get('ssl.truststore.location')!r}, "
+            f"ssl.keystore.location={config.get('ssl.keystore.location')!r}): {e}"
+        ) from None
     return ctx
 
 

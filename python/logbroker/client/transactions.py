@@ -31,7 +31,8 @@ rediscovering the coordinator where needed, until the caller's timeout.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Protocol
+from collections.abc import Callable
+from typing import Any, Protocol
 
 from logbroker.client.errors import KafkaError, error_for
 from logbroker.client.group import coordinator_from_response, find_coordinator_request
@@ -42,7 +43,6 @@ from logbroker.protocol.messages.add_partitions_to_txn_request import _AddPartit
 from logbroker.protocol.messages.end_txn_request import _EndTxnRequest
 from logbroker.protocol.messages.init_producer_id_request import _InitProducerIdRequest
 from logbroker.protocol.messages.txn_offset_commit_request import _TxnOffsetCommitRequest
-
 
 
 class ProducerCore(Protocol):
@@ -67,13 +67,26 @@ class ProducerCore(Protocol):
 
     def wait_idle(self) -> Pending[Any]: ...
 
+
 __all__ = ["TransactionManager", "TransactionStateError"]
 
-_RETRY = {ErrorCode.CONCURRENT_TRANSACTIONS, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.NOT_COORDINATOR,
-          ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.REQUEST_TIMED_OUT, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
+_RETRY = {
+    ErrorCode.CONCURRENT_TRANSACTIONS,
+    ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+    ErrorCode.NOT_COORDINATOR,
+    ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.REQUEST_TIMED_OUT,
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+}
 _REFIND = {ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE}
-_FATAL = {ErrorCode.PRODUCER_FENCED, ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-          ErrorCode.UNSUPPORTED_VERSION, ErrorCode.INVALID_PRODUCER_ID_MAPPING, ErrorCode.INVALID_TRANSACTION_TIMEOUT}
+_FATAL = {
+    ErrorCode.PRODUCER_FENCED,
+    ErrorCode.INVALID_PRODUCER_EPOCH,
+    ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+    ErrorCode.UNSUPPORTED_VERSION,
+    ErrorCode.INVALID_PRODUCER_ID_MAPPING,
+    ErrorCode.INVALID_TRANSACTION_TIMEOUT,
+}
 
 
 class TransactionStateError(KafkaError):
@@ -109,15 +122,17 @@ class TransactionManager:
         if self.state == "abortable_error":
             raise TransactionStateError(f"the transaction must be aborted: {self.error}")
         if self.state != "in_transaction":
-            raise TransactionStateError(f"send() of transactional id {self.txn_id!r} needs begin_transaction() "
-                                        f"(state {self.state})")
+            raise TransactionStateError(
+                f"send() of transactional id {self.txn_id!r} needs begin_transaction() (state {self.state})"
+            )
 
     def begin(self) -> None:
         if self.state == "fatal":
             raise self.error  # type: ignore[misc]
         if self.state != "ready":
-            raise TransactionStateError(f"begin_transaction() in state {self.state} "
-                                        f"(call init_transactions() first, and end each transaction)")
+            raise TransactionStateError(
+                f"begin_transaction() in state {self.state} (call init_transactions() first, and end each transaction)"
+            )
         self.state = "in_transaction"
         self.added.clear()
         self.to_add.clear()
@@ -170,8 +185,9 @@ class TransactionManager:
                 out.fail(p.error)
                 return
             try:
-                key = coordinator_from_response(self.core.net, p._value, "txn-coordinator",
-                                                f"transactional id {self.txn_id!r}")
+                key = coordinator_from_response(
+                    self.core.net, p._value, "txn-coordinator", f"transactional id {self.txn_id!r}"
+                )
             except KafkaError as e:
                 out.fail(e)
                 return
@@ -188,15 +204,21 @@ class TransactionManager:
             if conn is not None:
                 conn.close()
 
-    def _call(self, what: str, send: Callable[[Any], Pending[Any]], code_of: Callable[[Any], int],
-              deadline: float, result: Pending[Any]) -> None:
+    def _call(
+        self,
+        what: str,
+        send: Callable[[Any], Pending[Any]],
+        code_of: Callable[[Any], int],
+        deadline: float,
+        result: Pending[Any],
+    ) -> None:
         """Send to the coordinator until a non-retriable answer or `deadline` (core clock)."""
+
         def retry(err: BaseException) -> None:
             if self.core.now + self.backoff >= deadline:
                 result.fail(err)
                 return
-            self.core.call_at(self.core.now + self.backoff,
-                              lambda: self._call(what, send, code_of, deadline, result))
+            self.core.call_at(self.core.now + self.backoff, lambda: self._call(what, send, code_of, deadline, result))
 
         def done(p: Pending[Any]) -> None:
             if p.error is not None:
@@ -229,8 +251,9 @@ class TransactionManager:
             out.fail(self._refusal("init_transactions()"))
             return out
         self.state = "initializing"
-        req = _InitProducerIdRequest(transactional_id=self.txn_id, transaction_timeout_ms=self.timeout_ms,
-                                     producer_id=-1, producer_epoch=-1)
+        req = _InitProducerIdRequest(
+            transactional_id=self.txn_id, transaction_timeout_ms=self.timeout_ms, producer_id=-1, producer_epoch=-1
+        )
         inner: Pending[Any] = Pending()
 
         def done(p: Pending[Any]) -> None:
@@ -246,8 +269,13 @@ class TransactionManager:
             out.resolve(None)
 
         inner.add_callback(done)
-        self._call("InitProducerId", lambda node: self.core.net.request(node, req), lambda r: r.error_code,
-                   self.core.now + timeout, inner)
+        self._call(
+            "InitProducerId",
+            lambda node: self.core.net.request(node, req),
+            lambda r: r.error_code,
+            self.core.now + timeout,
+            inner,
+        )
         return out
 
     def _maybe_add_partitions(self) -> None:
@@ -259,11 +287,16 @@ class TransactionManager:
         for t, p in batch:
             topics.setdefault(t, []).append(p)
         cls = _AddPartitionsToTxnRequest
-        req = Versioned(24, lambda v: cls(
-            v3_and_below_transactional_id=self.txn_id, v3_and_below_producer_id=self.core.producer_id,
-            v3_and_below_producer_epoch=self.core.producer_epoch,
-            v3_and_below_topics=[cls.AddPartitionsToTxnTopic(name=t, partitions=ps) for t, ps in topics.items()]),
-            max_version=3)
+        req = Versioned(
+            24,
+            lambda v: cls(
+                v3_and_below_transactional_id=self.txn_id,
+                v3_and_below_producer_id=self.core.producer_id,
+                v3_and_below_producer_epoch=self.core.producer_epoch,
+                v3_and_below_topics=[cls.AddPartitionsToTxnTopic(name=t, partitions=ps) for t, ps in topics.items()],
+            ),
+            max_version=3,
+        )
 
         def code_of(r: Any) -> int:
             codes = [p.partition_error_code for t in r.results_by_topic_v3_and_below for p in t.results_by_partition]
@@ -283,18 +316,34 @@ class TransactionManager:
             self._maybe_add_partitions()
 
         result.add_callback(done)
-        self._call("AddPartitionsToTxn", lambda node: self.core.net.request(node, req), code_of,
-                   self.core.now + self.core.request_timeout_ms / 1000 * 4, result)
+        self._call(
+            "AddPartitionsToTxn",
+            lambda node: self.core.net.request(node, req),
+            code_of,
+            self.core.now + self.core.request_timeout_ms / 1000 * 4,
+            result,
+        )
 
-    def send_offsets(self, offsets: dict[tuple[str, int], int], group_id: str, generation_id: int, member_id: str,
-                     instance_id: str | None, timeout: float) -> Pending[Any]:
+    def send_offsets(
+        self,
+        offsets: dict[tuple[str, int], int],
+        group_id: str,
+        generation_id: int,
+        member_id: str,
+        instance_id: str | None,
+        timeout: float,
+    ) -> Pending[Any]:
         out: Pending[Any] = Pending()
         if self.state != "in_transaction":
             out.fail(self._refusal("send_offsets_to_transaction()"))
             return out
         deadline = self.core.now + timeout
-        add_body = _AddOffsetsToTxnRequest(transactional_id=self.txn_id, producer_id=self.core.producer_id,
-                                           producer_epoch=self.core.producer_epoch, group_id=group_id)
+        add_body = _AddOffsetsToTxnRequest(
+            transactional_id=self.txn_id,
+            producer_id=self.core.producer_id,
+            producer_epoch=self.core.producer_epoch,
+            group_id=group_id,
+        )
         add = Versioned(25, lambda _v: add_body, max_version=3)
         added: Pending[Any] = Pending()
 
@@ -307,28 +356,52 @@ class TransactionManager:
             self._txn_offset_commit(offsets, group_id, generation_id, member_id, instance_id, deadline, out)
 
         added.add_callback(commit_offsets)
-        self._call("AddOffsetsToTxn", lambda node: self.core.net.request(node, add), lambda r: r.error_code,
-                   deadline, added)
+        self._call(
+            "AddOffsetsToTxn", lambda node: self.core.net.request(node, add), lambda r: r.error_code, deadline, added
+        )
         return out
 
-    def _txn_offset_commit(self, offsets: dict[tuple[str, int], int], group_id: str, generation_id: int,
-                           member_id: str, instance_id: str | None, deadline: float, out: Pending[Any]) -> None:
+    def _txn_offset_commit(
+        self,
+        offsets: dict[tuple[str, int], int],
+        group_id: str,
+        generation_id: int,
+        member_id: str,
+        instance_id: str | None,
+        deadline: float,
+        out: Pending[Any],
+    ) -> None:
         cls = _TxnOffsetCommitRequest
         topics: dict[str, list[Any]] = {}
         for (t, p), off in sorted(offsets.items()):
-            topics.setdefault(t, []).append(cls.TxnOffsetCommitRequestPartition(
-                partition_index=p, committed_offset=off, committed_leader_epoch=-1, committed_metadata=""))
-        req = Versioned(28, lambda v: cls(
-            transactional_id=self.txn_id, group_id=group_id, producer_id=self.core.producer_id,
-            producer_epoch=self.core.producer_epoch, generation_id=generation_id if v >= 3 else -1,
-            member_id=member_id if v >= 3 else "", group_instance_id=instance_id if v >= 3 else None,
-            topics=[cls.TxnOffsetCommitRequestTopic(name=t, partitions=ps) for t, ps in topics.items()]),
-            max_version=3)
+            topics.setdefault(t, []).append(
+                cls.TxnOffsetCommitRequestPartition(
+                    partition_index=p, committed_offset=off, committed_leader_epoch=-1, committed_metadata=""
+                )
+            )
+        req = Versioned(
+            28,
+            lambda v: cls(
+                transactional_id=self.txn_id,
+                group_id=group_id,
+                producer_id=self.core.producer_id,
+                producer_epoch=self.core.producer_epoch,
+                generation_id=generation_id if v >= 3 else -1,
+                member_id=member_id if v >= 3 else "",
+                group_instance_id=instance_id if v >= 3 else None,
+                topics=[cls.TxnOffsetCommitRequestTopic(name=t, partitions=ps) for t, ps in topics.items()],
+            ),
+            max_version=3,
+        )
 
         def retry_or_fail(err: BaseException) -> None:
             if self.core.now + self.backoff < deadline and getattr(err, "retriable", False):
-                self.core.call_at(self.core.now + self.backoff, lambda: self._txn_offset_commit(
-                    offsets, group_id, generation_id, member_id, instance_id, deadline, out))
+                self.core.call_at(
+                    self.core.now + self.backoff,
+                    lambda: self._txn_offset_commit(
+                        offsets, group_id, generation_id, member_id, instance_id, deadline, out
+                    ),
+                )
             else:
                 self._fail(err)
                 out.fail(err)
@@ -385,8 +458,12 @@ class TransactionManager:
                 self.state = "ready"
                 out.resolve(None)
                 return
-            body = _EndTxnRequest(transactional_id=self.txn_id, producer_id=self.core.producer_id,
-                                  producer_epoch=self.core.producer_epoch, committed=commit)
+            body = _EndTxnRequest(
+                transactional_id=self.txn_id,
+                producer_id=self.core.producer_id,
+                producer_epoch=self.core.producer_epoch,
+                committed=commit,
+            )
             # v5+ is transactions v2: the coordinator would bump the epoch at each commit
             req = Versioned(26, lambda _v: body, max_version=4)
             ended: Pending[Any] = Pending()

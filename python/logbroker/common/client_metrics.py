@@ -36,8 +36,14 @@ DOCS = {  # Kafka's ConfigDef documentation of each key
 DEFAULT_INTERVAL_MS = 300_000
 MIN_INTERVAL_MS, MAX_INTERVAL_MS = 100, 3_600_000
 ALL_METRICS = "*"
-SELECTORS = ("client_instance_id", "client_id", "client_software_name", "client_software_version",
-             "client_source_address", "client_source_port")
+SELECTORS = (
+    "client_instance_id",
+    "client_id",
+    "client_software_name",
+    "client_software_version",
+    "client_source_address",
+    "client_source_port",
+)
 
 
 class ClientMetricsConfigError(Exception):
@@ -59,20 +65,21 @@ def parse_list(key: str, value: str) -> list[str]:
     if any(not v for v in items):
         raise ClientMetricsConfigError(ErrorCode.INVALID_CONFIG, f"Configuration '{key}' values must not be empty.")
     if len(set(items)) != len(items):
-        raise ClientMetricsConfigError(ErrorCode.INVALID_CONFIG,
-                                       f"Configuration '{key}' values must not be duplicated.")
+        raise ClientMetricsConfigError(
+            ErrorCode.INVALID_CONFIG, f"Configuration '{key}' values must not be duplicated."
+        )
     return items
 
 
 def parse_interval(value: str) -> int:
     try:
         interval = int(value.strip())
-        if not -2**31 <= interval < 2**31:
+        if not -(2**31) <= interval < 2**31:
             raise ValueError(value)
     except ValueError:
         raise ClientMetricsConfigError(
-            ErrorCode.INVALID_CONFIG,
-            f"Invalid value {value} for configuration {INTERVAL_MS}: Not a number of type INT") from None
+            ErrorCode.INVALID_CONFIG, f"Invalid value {value} for configuration {INTERVAL_MS}: Not a number of type INT"
+        ) from None
     return interval
 
 
@@ -89,8 +96,9 @@ def parse_match(patterns: list[str]) -> dict[str, re.Pattern]:
         try:
             out[parts[0].strip()] = re.compile(parts[1].strip())
         except re.error:
-            raise ClientMetricsConfigError(ErrorCode.INVALID_CONFIG,
-                                           f"Illegal client matching pattern: {pattern}") from None
+            raise ClientMetricsConfigError(
+                ErrorCode.INVALID_CONFIG, f"Illegal client matching pattern: {pattern}"
+            ) from None
     return out
 
 
@@ -117,7 +125,8 @@ def validate(name: str, configs: dict[str, str]) -> dict[str, str]:
         if not MIN_INTERVAL_MS <= interval <= MAX_INTERVAL_MS:
             raise ClientMetricsConfigError(
                 ErrorCode.INVALID_REQUEST,
-                f"Invalid value {interval} for {INTERVAL_MS}, interval must be between 100 and 3600000 (1 hour)")
+                f"Invalid value {interval} for {INTERVAL_MS}, interval must be between 100 and 3600000 (1 hour)",
+            )
         out[INTERVAL_MS] = str(interval)
     if MATCH in lists:
         parse_match(lists[MATCH])
@@ -138,8 +147,12 @@ class Subscription:
     @classmethod
     def from_configs(cls, name: str, configs: dict[str, str]) -> Subscription:
         merged = {**DEFAULTS, **configs}
-        return cls(name, frozenset(parse_list(METRICS, merged[METRICS])), parse_interval(merged[INTERVAL_MS]),
-                   parse_match(parse_list(MATCH, merged[MATCH])))
+        return cls(
+            name,
+            frozenset(parse_list(METRICS, merged[METRICS])),
+            parse_interval(merged[INTERVAL_MS]),
+            parse_match(parse_list(MATCH, merged[MATCH])),
+        )
 
     def matches(self, attributes: dict[str, str | None]) -> bool:
         """Whether a client with these selector values (None: unknown) is selected: every

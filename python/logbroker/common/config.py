@@ -20,8 +20,8 @@ import importlib.util
 import re
 import tomllib
 import uuid
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from logbroker.common.sasl import node_credentials
 
@@ -73,8 +73,9 @@ def _parse_list(values: tuple[str, ...]) -> Callable[[str], str]:
     def parse(text: str) -> str:
         parts = sorted(p.strip() for p in str(text).split(",") if p.strip())
         if not parts or any(p not in values for p in parts) or len(set(parts)) != len(parts):
-            raise ConfigError(f"expected a comma-separated list of {', '.join(values)} (each at most once), "
-                              f"got {text!r}")
+            raise ConfigError(
+                f"expected a comma-separated list of {', '.join(values)} (each at most once), got {text!r}"
+            )
         return ",".join(parts)
 
     return parse
@@ -126,8 +127,10 @@ LEADER_SELECTOR = "org.apache.kafka.common.replica.LeaderSelector"
 def _parse_replica_selector(text: str) -> str:
     t = text.strip()
     if t not in ("", RACK_AWARE_SELECTOR, LEADER_SELECTOR):
-        raise ConfigError(f"replica.selector.class {text!r} is not one of the selectors logbroker has: "
-                          f"{RACK_AWARE_SELECTOR}, {LEADER_SELECTOR} (or empty)")
+        raise ConfigError(
+            f"replica.selector.class {text!r} is not one of the selectors logbroker has: "
+            f"{RACK_AWARE_SELECTOR}, {LEADER_SELECTOR} (or empty)"
+        )
     return t
 
 
@@ -153,7 +156,9 @@ def _parse_optional_hostport(text: str) -> str:
     return f"{host}:{port}"
 
 
-DEFAULT_PROTOCOL_MAP = "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL,CONTROLLER:PLAINTEXT"
+DEFAULT_PROTOCOL_MAP = (
+    "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL,CONTROLLER:PLAINTEXT"
+)
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 
 
@@ -181,13 +186,19 @@ NODE_SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")  # how nodes 
 # Per-listener SASL settings, Kafka's form: listener.name.<listener, lower case>.<mechanism,
 # lower case>.sasl.jaas.config (PLAIN's user_<name>="<password>" entries; common/sasl.py).
 LISTENER_JAAS_KEY = re.compile(
-    r"^listener\.name\.([a-z0-9_]+)\.(plain|scram-sha-256|scram-sha-512|oauthbearer)\.sasl\.jaas\.config$")
+    r"^listener\.name\.([a-z0-9_]+)\.(plain|scram-sha-256|scram-sha-512|oauthbearer)\.sasl\.jaas\.config$"
+)
 # Which OAUTHBEARER validator a listener uses (Kafka's key and class names; common/oauthbearer.py).
-LISTENER_OAUTH_HANDLER_KEY = re.compile(r"^listener\.name\.([a-z0-9_]+)\.oauthbearer\.sasl\.server\.callback\.handler\.class$")
-OAUTH_JWKS_HANDLERS = ("org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler",
-                       "org.apache.kafka.common.security.oauthbearer.secured.OAuthBearerValidatorCallbackHandler")
-OAUTH_UNSECURED_HANDLER = \
+LISTENER_OAUTH_HANDLER_KEY = re.compile(
+    r"^listener\.name\.([a-z0-9_]+)\.oauthbearer\.sasl\.server\.callback\.handler\.class$"
+)
+OAUTH_JWKS_HANDLERS = (
+    "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler",
+    "org.apache.kafka.common.security.oauthbearer.secured.OAuthBearerValidatorCallbackHandler",
+)
+OAUTH_UNSECURED_HANDLER = (
     "org.apache.kafka.common.security.oauthbearer.internals.unsecured.OAuthBearerUnsecuredValidatorCallbackHandler"
+)
 # One listener's ssl.client.auth (Kafka's listener prefix); on a SASL_SSL listener only this
 # form applies (KIP-684), so SASL clients need no certificate when SSL listeners require one.
 LISTENER_CLIENT_AUTH_KEY = re.compile(r"^listener\.name\.([a-z0-9_]+)\.ssl\.client\.auth$")
@@ -197,8 +208,9 @@ def _parse_mechanisms(text: str) -> str:
     names = [m.strip().upper() for m in str(text).split(",") if m.strip()]
     for m in names:
         if m not in SASL_MECHANISMS:
-            raise ConfigError(f"SASL mechanism {m!r} is not served (GSSAPI is not); "
-                              f"choose from {', '.join(SASL_MECHANISMS)}")
+            raise ConfigError(
+                f"SASL mechanism {m!r} is not served (GSSAPI is not); choose from {', '.join(SASL_MECHANISMS)}"
+            )
     if not names:
         raise ConfigError("sasl.enabled.mechanisms is empty")
     return ",".join(names)
@@ -208,8 +220,10 @@ def _parse_node_mechanism(text: str) -> str:
     """sasl.mechanism.inter.broker.protocol, sasl.mechanism.controller.protocol: one mechanism."""
     m = str(text).strip().upper()
     if m not in NODE_SASL_MECHANISMS:
-        raise ConfigError(f"SASL mechanism {text!r} is not one nodes authenticate with (GSSAPI and OAUTHBEARER are "
-                          f"not); choose from {', '.join(NODE_SASL_MECHANISMS)}")
+        raise ConfigError(
+            f"SASL mechanism {text!r} is not one nodes authenticate with (GSSAPI and OAUTHBEARER are "
+            f"not); choose from {', '.join(NODE_SASL_MECHANISMS)}"
+        )
     return m
 
 
@@ -403,8 +417,19 @@ def _key_from_row(row: dict) -> ConfigKey:
         parse(text)
     except ConfigError as e:
         raise ValueError(f"{where}: default {text!r} does not parse: {e}") from None
-    return ConfigKey(name, parse, text, row["doc"], kind, lo, hi, values, row.get("topic"), row.get("group"),
-                     bool(row.get("engine", False)))
+    return ConfigKey(
+        name,
+        parse,
+        text,
+        row["doc"],
+        kind,
+        lo,
+        hi,
+        values,
+        row.get("topic"),
+        row.get("group"),
+        bool(row.get("engine", False)),
+    )
 
 
 def load_config_keys(path: Path = CONFIG_KEYS_TABLE) -> list[ConfigKey]:
@@ -491,9 +516,11 @@ class BrokerConfig:
                 continue
             if spec is None and LISTENER_OAUTH_HANDLER_KEY.match(canonical):
                 if str(text).strip() not in (*OAUTH_JWKS_HANDLERS, OAUTH_UNSECURED_HANDLER):
-                    raise ConfigError(f"configuration key {key!r} = {text!r}: the OAUTHBEARER validators served are "
-                                      f"{OAUTH_JWKS_HANDLERS[0]} (JWTs checked against "
-                                      f"sasl.oauthbearer.jwks.endpoint.url) and {OAUTH_UNSECURED_HANDLER} (tests)")
+                    raise ConfigError(
+                        f"configuration key {key!r} = {text!r}: the OAUTHBEARER validators served are "
+                        f"{OAUTH_JWKS_HANDLERS[0]} (JWTs checked against "
+                        f"sasl.oauthbearer.jwks.endpoint.url) and {OAUTH_UNSECURED_HANDLER} (tests)"
+                    )
                 self.explicit[canonical] = str(text).strip()
                 continue
             if spec is None:
@@ -596,8 +623,9 @@ class BrokerConfig:
         chosen = self.get_str("inter.broker.listener.name").upper()
         if chosen:
             if chosen not in names:
-                raise ConfigError(f"inter.broker.listener.name={chosen} is not one of the listeners "
-                                  f"{self.get_str('listeners')!r}")
+                raise ConfigError(
+                    f"inter.broker.listener.name={chosen} is not one of the listeners {self.get_str('listeners')!r}"
+                )
             return chosen
         return "PLAINTEXT" if "PLAINTEXT" in names else names[0]
 
@@ -635,8 +663,10 @@ class BrokerConfig:
             return protocols[listener]
         if listener in SECURITY_PROTOCOLS:
             return listener
-        raise ConfigError(f"listener {listener} has no security protocol in listener.security.protocol.map="
-                          f"{self.get_str('listener.security.protocol.map')!r}")
+        raise ConfigError(
+            f"listener {listener} has no security protocol in listener.security.protocol.map="
+            f"{self.get_str('listener.security.protocol.map')!r}"
+        )
 
     @functools.cached_property
     def client_sasl(self) -> bool:
@@ -681,19 +711,25 @@ class BrokerConfig:
         mechanism = self.get_str(key)
         enabled = self.get_str("sasl.enabled.mechanisms").split(",")
         if mechanism not in enabled:
-            raise ConfigError(f"{key}={mechanism} must be in sasl.enabled.mechanisms ({','.join(enabled)}) when "
-                              f"listener {listener} is {protocol}: nodes authenticate to each other on it")
+            raise ConfigError(
+                f"{key}={mechanism} must be in sasl.enabled.mechanisms ({','.join(enabled)}) when "
+                f"listener {listener} is {protocol}: nodes authenticate to each other on it"
+            )
         if controller and mechanism != "PLAIN":
-            raise ConfigError(f"{key}={mechanism}: the controller listener {listener} authenticates nodes with PLAIN "
-                              "only. SCRAM users are stored in the metadata log, which the controllers can read only "
-                              "once they reach each other; use PLAIN with the nodes' users as user_<name> entries of "
-                              f"listener.name.{listener.lower()}.plain.sasl.jaas.config (over SASL_SSL to keep the "
-                              "password off the wire)")
+            raise ConfigError(
+                f"{key}={mechanism}: the controller listener {listener} authenticates nodes with PLAIN "
+                "only. SCRAM users are stored in the metadata log, which the controllers can read only "
+                "once they reach each other; use PLAIN with the nodes' users as user_<name> entries of "
+                f"listener.name.{listener.lower()}.plain.sasl.jaas.config (over SASL_SSL to keep the "
+                "password off the wire)"
+            )
         jaas_key = f"listener.name.{listener.lower()}.{mechanism.lower()}.sasl.jaas.config"
         jaas = self.jaas_config(mechanism, listener)
         if not jaas:
-            raise ConfigError(f"listener {listener} is {protocol} between nodes: set {jaas_key} with this node's "
-                              f"username=\"...\" password=\"...\" ({mechanism} login module, as Kafka)")
+            raise ConfigError(
+                f"listener {listener} is {protocol} between nodes: set {jaas_key} with this node's "
+                f'username="..." password="..." ({mechanism} login module, as Kafka)'
+            )
         try:
             user, password = node_credentials(jaas)
         except ValueError as e:
@@ -709,10 +745,12 @@ class BrokerConfig:
             self.node_sasl(primary)  # checks mechanism and credentials of a SASL inter-broker listener
             self.node_sasl(self.get_str("controller.listener.names").upper())
         if protocol == "SSL" and self.get_str("console.listen") and not self.client_sasl:
-            raise ConfigError(f"console.listen with an SSL primary listener ({primary}): the console is a Kafka client "
-                              "of its broker and acts as the user logged in to it, which needs a SASL_SSL or "
-                              "SASL_PLAINTEXT listener (or a PLAINTEXT primary one, with no login); an SSL listener "
-                              "knows users only by their certificates")
+            raise ConfigError(
+                f"console.listen with an SSL primary listener ({primary}): the console is a Kafka client "
+                "of its broker and acts as the user logged in to it, which needs a SASL_SSL or "
+                "SASL_PLAINTEXT listener (or a PLAINTEXT primary one, with no login); an SSL listener "
+                "knows users only by their certificates"
+            )
 
     def ssl_client_auth(self, listener: str) -> str:
         """A listener's `ssl.client.auth`: `listener.name.<l>.ssl.client.auth` if set, else
@@ -740,8 +778,10 @@ class BrokerConfig:
         ssl.truststore.* keys; `why` (what needs them) begins the error of a missing keystore.
         ConfigError naming the key, file and problem."""
         if self.get_str("ssl.key.password"):
-            raise ConfigError("ssl.key.password: encrypted private keys are not supported; give the key unencrypted "
-                              "(openssl pkey -in key.pem -out plain.pem) and keep the file private")
+            raise ConfigError(
+                "ssl.key.password: encrypted private keys are not supported; give the key unencrypted "
+                "(openssl pkey -in key.pem -out plain.pem) and keep the file private"
+            )
 
         def pem(location_key: str, inline_key: str) -> bytes | None:
             location, inline = self.get_str(location_key), self.get_str(inline_key)
@@ -759,8 +799,10 @@ class BrokerConfig:
         keystore = pem("ssl.keystore.location", "ssl.keystore.certificate.chain")
         key = keystore if self.get_str("ssl.keystore.location") else (self.get_str("ssl.keystore.key").encode() or None)
         if keystore is None or key is None:
-            raise ConfigError(f"{why}: set ssl.keystore.location (a PEM file with the key and certificate chain), "
-                              "or ssl.keystore.certificate.chain and ssl.keystore.key")
+            raise ConfigError(
+                f"{why}: set ssl.keystore.location (a PEM file with the key and certificate chain), "
+                "or ssl.keystore.certificate.chain and ssl.keystore.key"
+            )
         return keystore, key, pem("ssl.truststore.location", "ssl.truststore.certificates")
 
     def http_endpoint(self, key: str) -> tuple[str, int, bool] | None:
@@ -824,56 +866,80 @@ class BrokerConfig:
         bootstrap = self.quorum_bootstrap_servers
         if bootstrap:
             if not self.get_str("cluster.id"):
-                raise ConfigError("controller.quorum.bootstrap.servers needs cluster.id: a node joining a quorum must "
-                                  "name the cluster it joins (its id is in a voter's meta.properties, or `logbroker "
-                                  "cluster status`)")
+                raise ConfigError(
+                    "controller.quorum.bootstrap.servers needs cluster.id: a node joining a quorum must "
+                    "name the cluster it joins (its id is in a voter's meta.properties, or `logbroker "
+                    "cluster status`)"
+                )
             ctl = self.controller_listen
             if self.is_controller and ctl is None:
-                raise ConfigError(f"process.roles={self.get_str('process.roles')} joins the quorum through "
-                                  f"controller.quorum.bootstrap.servers, but listeners={self.get_str('listeners')!r} "
-                                  f"has no {self.get_str('controller.listener.names')}:// listener")
+                raise ConfigError(
+                    f"process.roles={self.get_str('process.roles')} joins the quorum through "
+                    f"controller.quorum.bootstrap.servers, but listeners={self.get_str('listeners')!r} "
+                    f"has no {self.get_str('controller.listener.names')}:// listener"
+                )
             if not self.is_controller and ctl is not None:
-                raise ConfigError(f"process.roles=broker, but listeners={self.get_str('listeners')!r} has a "
-                                  f"{self.get_str('controller.listener.names')}:// listener; only controllers listen "
-                                  f"on it")
+                raise ConfigError(
+                    f"process.roles=broker, but listeners={self.get_str('listeners')!r} has a "
+                    f"{self.get_str('controller.listener.names')}:// listener; only controllers listen "
+                    f"on it"
+                )
         if not self.is_broker:
             if not voters and not bootstrap:
-                raise ConfigError("process.roles=controller needs controller.quorum.voters: a controller-only node is "
-                                  "one of the voters, and brokers reach it on its controller listener")
+                raise ConfigError(
+                    "process.roles=controller needs controller.quorum.voters: a controller-only node is "
+                    "one of the voters, and brokers reach it on its controller listener"
+                )
             ctl = self.get_str("controller.listener.names").upper()
             others = [n for n in parse_listeners(self.get_str("listeners")) if n != ctl]
             if others:
-                raise ConfigError(f"process.roles=controller, but listeners={self.get_str('listeners')!r} has "
-                                  f"listener(s) {others} for clients; a controller-only node listens on "
-                                  f"{ctl}:// only (as Kafka)")
+                raise ConfigError(
+                    f"process.roles=controller, but listeners={self.get_str('listeners')!r} has "
+                    f"listener(s) {others} for clients; a controller-only node listens on "
+                    f"{ctl}:// only (as Kafka)"
+                )
         if not voters:
             if not self.is_controller and not bootstrap:
-                raise ConfigError("process.roles=broker needs controller.quorum.voters (or "
-                                  "controller.quorum.bootstrap.servers): a broker-only node follows a controller quorum")
+                raise ConfigError(
+                    "process.roles=broker needs controller.quorum.voters (or "
+                    "controller.quorum.bootstrap.servers): a broker-only node follows a controller quorum"
+                )
             return
         if not self.is_controller:
             if self.node_id in voters:
-                raise ConfigError(f"node.id {self.node_id} is a voter in controller.quorum.voters "
-                                  f"{self.get_str('controller.quorum.voters')}, but process.roles=broker; a voter "
-                                  f"needs process.roles=broker,controller (or give this broker another node.id)")
+                raise ConfigError(
+                    f"node.id {self.node_id} is a voter in controller.quorum.voters "
+                    f"{self.get_str('controller.quorum.voters')}, but process.roles=broker; a voter "
+                    f"needs process.roles=broker,controller (or give this broker another node.id)"
+                )
             if self.controller_listen is not None:
-                raise ConfigError(f"process.roles=broker, but listeners={self.get_str('listeners')!r} has a "
-                                  f"{self.get_str('controller.listener.names')}:// listener; only controllers listen "
-                                  f"on it")
+                raise ConfigError(
+                    f"process.roles=broker, but listeners={self.get_str('listeners')!r} has a "
+                    f"{self.get_str('controller.listener.names')}:// listener; only controllers listen "
+                    f"on it"
+                )
             return
         if self.node_id not in voters:
-            raise ConfigError(f"node.id {self.node_id} is not in controller.quorum.voters {self.get_str('controller.quorum.voters')}")
+            raise ConfigError(
+                f"node.id {self.node_id} is not in controller.quorum.voters {self.get_str('controller.quorum.voters')}"
+            )
         ctl = self.controller_listen
         if ctl is None:
-            raise ConfigError(f"controller.quorum.voters is set, but listeners={self.get_str('listeners')!r} has no "
-                              f"{self.get_str('controller.listener.names')}:// listener")
+            raise ConfigError(
+                f"controller.quorum.voters is set, but listeners={self.get_str('listeners')!r} has no "
+                f"{self.get_str('controller.listener.names')}:// listener"
+            )
         adv = self.advertised_controller
         if adv is not None and adv[1] != voters[self.node_id][1]:
-            raise ConfigError(f"the advertised controller listener {adv[0]}:{adv[1]} differs from node {self.node_id}'s "
-                              f"entry {voters[self.node_id][0]}:{voters[self.node_id][1]} in controller.quorum.voters")
+            raise ConfigError(
+                f"the advertised controller listener {adv[0]}:{adv[1]} differs from node {self.node_id}'s "
+                f"entry {voters[self.node_id][0]}:{voters[self.node_id][1]} in controller.quorum.voters"
+            )
         if adv is None and ctl[1] != voters[self.node_id][1]:
-            raise ConfigError(f"the controller listener port {ctl[1]} differs from node {self.node_id}'s entry "
-                              f"{voters[self.node_id][0]}:{voters[self.node_id][1]} in controller.quorum.voters")
+            raise ConfigError(
+                f"the controller listener port {ctl[1]} differs from node {self.node_id}'s entry "
+                f"{voters[self.node_id][0]}:{voters[self.node_id][1]} in controller.quorum.voters"
+            )
 
     def items(self) -> list[tuple[str, object]]:
         """Every key with its effective value, sorted by key."""
@@ -930,9 +996,11 @@ def validate_broker_config(configs: dict[str, str | None]) -> dict[str, str]:
         if spec is None:
             raise ConfigError(f"unknown broker configuration key {key!r}")
         if key not in DYNAMIC_BROKER_KEYS:
-            raise ConfigError(f"broker configuration key {key!r} is static: set it in the broker's config file or "
-                              "with --set and restart (the dynamic keys are the broker defaults of topic configs, "
-                              "e.g. log.retention.ms, log.segment.bytes, min.insync.replicas)")
+            raise ConfigError(
+                f"broker configuration key {key!r} is static: set it in the broker's config file or "
+                "with --set and restart (the dynamic keys are the broker defaults of topic configs, "
+                "e.g. log.retention.ms, log.segment.bytes, min.insync.replicas)"
+            )
         if value is None:
             raise ConfigError(f"broker configuration key {key!r} has a null value")
         try:
@@ -952,13 +1020,16 @@ def validate_group_config(configs: dict[str, str | None]) -> dict[str, str]:
     return _validate("group", GROUP_KEYS, configs)
 
 
-def _validate(kind: str, keys: dict[str, tuple[Callable[[str], object], str]],
-              configs: dict[str, str | None]) -> dict[str, str]:
+def _validate(
+    kind: str, keys: dict[str, tuple[Callable[[str], object], str]], configs: dict[str, str | None]
+) -> dict[str, str]:
     out: dict[str, str] = {}
     for key, value in configs.items():
         if key not in keys:
-            raise ConfigError(f"unknown {kind} configuration key {key!r}"
-                              + (f" (known: {', '.join(sorted(keys))})" if kind == "group" else ""))
+            raise ConfigError(
+                f"unknown {kind} configuration key {key!r}"
+                + (f" (known: {', '.join(sorted(keys))})" if kind == "group" else "")
+            )
         if value is None:
             raise ConfigError(f"{kind} configuration key {key!r} has a null value")
         parse, _ = keys[key]

@@ -50,8 +50,9 @@ def token_credential(secret: str, token_id: str, mechanism: str) -> ScramCredent
     mechanism; cached)."""
     salt = hmac.new(secret.encode(), b"salt:" + token_id.encode(), hashlib.sha256).digest()[:16]
     salted = scram.salted_password(mechanism, token_password(secret, token_id).encode(), salt, ITERATIONS)
-    return ScramCredential(mechanism, salt, scram.stored_key(mechanism, salted), scram.server_key(mechanism, salted),
-                           ITERATIONS)
+    return ScramCredential(
+        mechanism, salt, scram.stored_key(mechanism, salted), scram.server_key(mechanism, salted), ITERATIONS
+    )
 
 
 def token_id_of_hmac(secret: str, token_ids, given: bytes) -> str | None:

@@ -194,24 +194,38 @@ class UnsecuredValidator:
     async def validate(self, token: str) -> ValidatedToken:
         header, claims, _signing_input, signature = split_jwt(token)
         if header.get("alg") != "none" or signature:
-            raise TokenRefused(f"an unsecured token must have alg 'none' and no signature (alg "
-                               f"{json.dumps(header.get('alg'))[:20]}); set sasl.oauthbearer.jwks.endpoint.url "
-                               "to validate signed tokens")
+            raise TokenRefused(
+                f"an unsecured token must have alg 'none' and no signature (alg "
+                f"{json.dumps(header.get('alg'))[:20]}); set sasl.oauthbearer.jwks.endpoint.url "
+                "to validate signed tokens"
+            )
         expires_ms = _check_times(claims, self.clock(), self.skew_s, iat_required=False)
         name = _subject(claims, self.principal_claim)
         scopes = _scopes(claims, self.scope_claim)
         missing = [s for s in self.required_scope if s not in scopes]
         if missing:
-            raise TokenRefused(f"the token lacks the required scope {' '.join(missing)}", "insufficient_scope",
-                               " ".join(self.required_scope))
+            raise TokenRefused(
+                f"the token lacks the required scope {' '.join(missing)}",
+                "insufficient_scope",
+                " ".join(self.required_scope),
+            )
         return ValidatedToken(name, expires_ms, scopes)
 
 
 class JwksValidator:
     """Kafka's OAuthBearerValidatorCallbackHandler (KIP-768), keys from `keys` (broker/jwks.py)."""
 
-    def __init__(self, keys: Any, *, expected_audience: list[str], expected_issuer: str, sub_claim: str,
-                 scope_claim: str, skew_s: float, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        keys: Any,
+        *,
+        expected_audience: list[str],
+        expected_issuer: str,
+        sub_claim: str,
+        scope_claim: str,
+        skew_s: float,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self.keys = keys  # JwksKeys: `await keys.key_for(kid, alg)` -> (kty, a, b)
         self.expected_audience = expected_audience
         self.expected_issuer = expected_issuer
@@ -237,14 +251,18 @@ class JwksValidator:
             raise TokenRefused(f"the token's {alg} signature does not verify with JWKS key {kid!r}")
         expires_ms = _check_times(claims, self.clock(), self.skew_s, iat_required=True)
         if self.expected_issuer and claims.get("iss") != self.expected_issuer:
-            raise TokenRefused(f"the token's issuer {json.dumps(claims.get('iss'))[:80]} is not "
-                               f"sasl.oauthbearer.expected.issuer {self.expected_issuer!r}")
+            raise TokenRefused(
+                f"the token's issuer {json.dumps(claims.get('iss'))[:80]} is not "
+                f"sasl.oauthbearer.expected.issuer {self.expected_issuer!r}"
+            )
         if self.expected_audience:
             aud = claims.get("aud")
             auds = [aud] if isinstance(aud, str) else aud if isinstance(aud, list) else []
             if not any(a_ in self.expected_audience for a_ in auds):
-                raise TokenRefused(f"the token's audience {json.dumps(aud)[:80]} holds none of "
-                                   f"sasl.oauthbearer.expected.audience {self.expected_audience}")
+                raise TokenRefused(
+                    f"the token's audience {json.dumps(aud)[:80]} holds none of "
+                    f"sasl.oauthbearer.expected.audience {self.expected_audience}"
+                )
         return ValidatedToken(_subject(claims, self.sub_claim), expires_ms, _scopes(claims, self.scope_claim))
 
 
@@ -264,26 +282,31 @@ class OAuthBearerServer:
             authzid, token, _extensions = parse_client_message(message)
             validated = await self.validator.validate(token)
             if authzid is not None and authzid != validated.principal_name:
-                raise TokenRefused(f"the authorization id {authzid!r} is not the token's subject "
-                                   f"{validated.principal_name!r}")
+                raise TokenRefused(
+                    f"the authorization id {authzid!r} is not the token's subject {validated.principal_name!r}"
+                )
         except TokenRefused as e:
             self.refused = e
             return e.error_json().encode(), None
         return b"", validated
 
 
-def validator_from_config(config: Any, listener: str, keys: Any,
-                          unsecured_options: dict[str, str]) -> UnsecuredValidator | JwksValidator:
+def validator_from_config(
+    config: Any, listener: str, keys: Any, unsecured_options: dict[str, str]
+) -> UnsecuredValidator | JwksValidator:
     """The OAUTHBEARER validator of `listener` (a BrokerConfig's settings); `keys`: the broker's
     JwksKeys (broker/jwks.py), or None when no JWKS URL is set; `unsecured_options`: the
     options of the listener's OAUTHBEARER JAAS config. ValueError naming the key."""
     if config.oauthbearer_jwks(listener):
         audience = [a.strip() for a in config.get_str("sasl.oauthbearer.expected.audience").split(",") if a.strip()]
-        return JwksValidator(keys, expected_audience=audience,
-                             expected_issuer=config.get_str("sasl.oauthbearer.expected.issuer"),
-                             sub_claim=config.get_str("sasl.oauthbearer.sub.claim.name"),
-                             scope_claim=config.get_str("sasl.oauthbearer.scope.claim.name"),
-                             skew_s=config.get_int("sasl.oauthbearer.clock.skew.seconds"))
+        return JwksValidator(
+            keys,
+            expected_audience=audience,
+            expected_issuer=config.get_str("sasl.oauthbearer.expected.issuer"),
+            sub_claim=config.get_str("sasl.oauthbearer.sub.claim.name"),
+            scope_claim=config.get_str("sasl.oauthbearer.scope.claim.name"),
+            skew_s=config.get_int("sasl.oauthbearer.clock.skew.seconds"),
+        )
     try:
         return UnsecuredValidator(unsecured_options)
     except ValueError as e:

@@ -57,7 +57,7 @@ def jaas_options(jaas: str) -> dict[str, str]:
 
 def jaas_users(jaas: str) -> dict[str, str]:
     """The `user_<name>="<password>"` entries of a PlainLoginModule JAAS config."""
-    return {k[len("user_"):]: v for k, v in jaas_options(jaas).items() if k.startswith("user_")}
+    return {k[len("user_") :]: v for k, v in jaas_options(jaas).items() if k.startswith("user_")}
 
 
 def node_credentials(jaas: str) -> tuple[str, str]:
@@ -76,8 +76,16 @@ def node_credentials(jaas: str) -> tuple[str, str]:
 class SaslSession:
     """One connection's SASL state (created at its first request on a SASL listener)."""
 
-    def __init__(self, peer: str, mechanisms: list[str], plain_users: dict[str, str],
-                 credential, reauth_ms: int, oauthbearer=None, token_credential=None) -> None:
+    def __init__(
+        self,
+        peer: str,
+        mechanisms: list[str],
+        plain_users: dict[str, str],
+        credential,
+        reauth_ms: int,
+        oauthbearer=None,
+        token_credential=None,
+    ) -> None:
         """`oauthbearer()`: the listener's OAUTHBEARER validator (common/oauthbearer.py), made
         when a client first asks for the mechanism."""
         self.peer = peer
@@ -180,16 +188,19 @@ class SaslSession:
     def _done(self, user: str, mechanism: str) -> str:
         principal = f"User:{user}"
         if self.principal is not None and principal != self.principal:
-            raise AuthenticationFailed(f"re-authentication of {self.principal} from {self.peer} as {principal}: "
-                                       "a connection keeps its principal")
+            raise AuthenticationFailed(
+                f"re-authentication of {self.principal} from {self.peer} as {principal}: "
+                "a connection keeps its principal"
+            )
         self.principal, self._authenticated_mechanism = principal, mechanism
         return principal
 
     async def _plain(self, token: bytes) -> str:
         parts = bytes(token).split(b"\0")
         if len(parts) != 3:
-            raise AuthenticationFailed(f"PLAIN token from {self.peer} is not authzid\\0user\\0password "
-                                       f"({len(parts)} fields)")
+            raise AuthenticationFailed(
+                f"PLAIN token from {self.peer} is not authzid\\0user\\0password ({len(parts)} fields)"
+            )
         try:
             authzid, user, password = (p.decode("utf-8") for p in parts)
         except UnicodeDecodeError:
@@ -205,20 +216,25 @@ class SaslSession:
             raise AuthenticationFailed(f"PLAIN: user {user!r} gave a wrong password")
         creds = [c for c in (self._credential(user, m) for m in scram.MECHANISMS) if c is not None]
         if not creds:
-            raise AuthenticationFailed(f"PLAIN: user {user!r} is neither in the listener's JAAS config nor a SCRAM user")
+            raise AuthenticationFailed(
+                f"PLAIN: user {user!r} is neither in the listener's JAAS config nor a SCRAM user"
+            )
         cred = creds[0]
         # PBKDF2 takes milliseconds: off the event loop.
-        salted = await trio.to_thread.run_sync(scram.salted_password, cred.mechanism, password.encode(), cred.salt,
-                                               cred.iterations)
+        salted = await trio.to_thread.run_sync(
+            scram.salted_password, cred.mechanism, password.encode(), cred.salt, cred.iterations
+        )
         if hmac.compare_digest(scram.stored_key(cred.mechanism, salted), cred.stored_key):
             return user
-        raise AuthenticationFailed(f"PLAIN: user {user!r} gave a wrong password (checked against their "
-                                   f"{cred.mechanism} credential)")
+        raise AuthenticationFailed(
+            f"PLAIN: user {user!r} gave a wrong password (checked against their {cred.mechanism} credential)"
+        )
 
 
 def log_failure(peer: str, mechanism: str | None, cause: str) -> None:
-    log.info("failed authentication from %s with %s: %s", peer, mechanism or "no mechanism", cause,
-             extra=fields(peer=peer))
+    log.info(
+        "failed authentication from %s with %s: %s", peer, mechanism or "no mechanism", cause, extra=fields(peer=peer)
+    )
 
 
 __all__ = ["AuthenticationFailed", "SaslSession", "jaas_users", "log_failure", "node_credentials"]
@@ -235,9 +251,13 @@ async def handle_handshake(ctx, request):
     if session is None:  # on a listener without SASL, as Kafka answers
         return response(error_code=ErrorCode.ILLEGAL_SASL_STATE, mechanisms=[])
     if not session.handshake(request.mechanism):
-        log_failure(ctx.peer, request.mechanism, f"mechanism {request.mechanism!r} is not one of "
-                    f"sasl.enabled.mechanisms {session.mechanisms}" + (
-                        "" if session.principal is None else " or not the one the session started with"))
+        log_failure(
+            ctx.peer,
+            request.mechanism,
+            f"mechanism {request.mechanism!r} is not one of "
+            f"sasl.enabled.mechanisms {session.mechanisms}"
+            + ("" if session.principal is None else " or not the one the session started with"),
+        )
         return response(error_code=ErrorCode.UNSUPPORTED_SASL_MECHANISM, mechanisms=list(session.mechanisms))
     return response(error_code=ErrorCode.NONE, mechanisms=list(session.mechanisms))
 
@@ -246,19 +266,25 @@ async def handle_authenticate(ctx, request):
     session = ctx.sasl
     response = RESPONSES[AUTHENTICATE_KEY]
     if session is None:  # on a listener without SASL, as Kafka answers
-        return response(error_code=ErrorCode.ILLEGAL_SASL_STATE,
-                        error_message=f"listener {ctx.listener} does not authenticate with SASL")
+        return response(
+            error_code=ErrorCode.ILLEGAL_SASL_STATE,
+            error_message=f"listener {ctx.listener} does not authenticate with SASL",
+        )
     mechanism = session.mechanism
     if mechanism is None:
         session.failed = f"SaslAuthenticate from {ctx.peer} without a SaslHandshake first"
-        return response(error_code=ErrorCode.ILLEGAL_SASL_STATE, error_message=(
-            "SaslAuthenticate must follow a SaslHandshake naming the mechanism"))
+        return response(
+            error_code=ErrorCode.ILLEGAL_SASL_STATE,
+            error_message=("SaslAuthenticate must follow a SaslHandshake naming the mechanism"),
+        )
     try:
         reply, principal = await session.authenticate(bytes(request.auth_bytes))
     except AuthenticationFailed as e:
         log_failure(ctx.peer, mechanism, str(e))
         session.failed = f"authentication failed ({e})"
-        return response(error_code=ErrorCode.SASL_AUTHENTICATION_FAILED, error_message=session.failure_message(mechanism))
+        return response(
+            error_code=ErrorCode.SASL_AUTHENTICATION_FAILED, error_message=session.failure_message(mechanism)
+        )
     lifetime = 0
     if principal is not None:
         session.completed = principal

@@ -24,7 +24,7 @@ import base64
 import binascii
 import dataclasses
 import secrets
-from typing import Callable
+from collections.abc import Callable
 
 from logbroker import scram
 
@@ -42,8 +42,12 @@ class ScramCredential:
 
     def to_json(self) -> dict:
         """The fields other than the mechanism, bytes as base64 (image.json, records)."""
-        return {"salt": _b64(self.salt), "stored_key": _b64(self.stored_key), "server_key": _b64(self.server_key),
-                "iterations": self.iterations}
+        return {
+            "salt": _b64(self.salt),
+            "stored_key": _b64(self.stored_key),
+            "server_key": _b64(self.server_key),
+            "iterations": self.iterations,
+        }
 
     @classmethod
     def from_json(cls, mechanism: str, doc: dict) -> ScramCredential:
@@ -74,8 +78,12 @@ class AuthenticationFailed(Exception):
 class ScramServer:
     """One SCRAM exchange on one connection: `first` then `final`."""
 
-    def __init__(self, mechanism: str, credential: Callable[[str, str], ScramCredential | None],
-                 token_credential: Callable[[str, str], tuple[ScramCredential, str] | None] | None = None) -> None:
+    def __init__(
+        self,
+        mechanism: str,
+        credential: Callable[[str, str], ScramCredential | None],
+        token_credential: Callable[[str, str], tuple[ScramCredential, str] | None] | None = None,
+    ) -> None:
         self.mechanism = mechanism
         self._credential = credential  # (user, mechanism) -> the stored credential
         # (token id, mechanism) -> (the token's credential, its owner), for a client-first
@@ -117,14 +125,18 @@ class ScramServer:
         except ValueError as e:
             raise AuthenticationFailed(f"{self.mechanism} client-first message: {e}") from None
         if authzid and authzid != f"a={attrs['n']}":
-            raise AuthenticationFailed(f"{self.mechanism}: user {user!r} asked to act as {authzid[2:]!r}, which is "
-                                       "not allowed (the authorization id must be the user)")
+            raise AuthenticationFailed(
+                f"{self.mechanism}: user {user!r} asked to act as {authzid[2:]!r}, which is "
+                "not allowed (the authorization id must be the user)"
+            )
         self.user = user
         if attrs.get("tokenauth", "").lower() == "true":
             found = None if self._token_credential is None else self._token_credential(user, self.mechanism)
             if found is None:
-                raise AuthenticationFailed(f"{self.mechanism}: delegation token {user!r} is unknown, expired, or "
-                                           "delegation tokens are off (delegation.token.secret.key)")
+                raise AuthenticationFailed(
+                    f"{self.mechanism}: delegation token {user!r} is unknown, expired, or "
+                    "delegation tokens are off (delegation.token.secret.key)"
+                )
             cred, self.token_owner = found
         else:
             cred = self._credential(user, self.mechanism)
@@ -145,18 +157,24 @@ class ScramServer:
         text = _text(message, "client-final message")
         without_proof, sep, proof_attr = text.rpartition(",")
         if not sep or not proof_attr.startswith("p="):
-            raise AuthenticationFailed(f"{self.mechanism}: user {self.user!r} sent a client-final message without a proof")
+            raise AuthenticationFailed(
+                f"{self.mechanism}: user {self.user!r} sent a client-final message without a proof"
+            )
         attrs = _attributes(without_proof, "client-final message")
         expected_binding = base64.b64encode(self._gs2_header.encode()).decode()
         if attrs.get("c") != expected_binding:
-            raise AuthenticationFailed(f"{self.mechanism}: user {self.user!r} sent channel binding "
-                                       f"{attrs.get('c')!r}, expected {expected_binding!r}")
+            raise AuthenticationFailed(
+                f"{self.mechanism}: user {self.user!r} sent channel binding "
+                f"{attrs.get('c')!r}, expected {expected_binding!r}"
+            )
         if attrs.get("r") != self._nonce:
             raise AuthenticationFailed(f"{self.mechanism}: user {self.user!r} answered with another nonce")
         try:
             proof = base64.b64decode(proof_attr[2:], validate=True)
         except (binascii.Error, ValueError):
-            raise AuthenticationFailed(f"{self.mechanism}: user {self.user!r} sent a proof that is not base64") from None
+            raise AuthenticationFailed(
+                f"{self.mechanism}: user {self.user!r} sent a proof that is not base64"
+            ) from None
         auth_message = f"{self._client_first_bare},{self._server_first},{without_proof}".encode()
         if not scram.verify_proof(self.mechanism, self._cred.stored_key, auth_message, proof):
             raise AuthenticationFailed(f"{self.mechanism}: user {self.user!r} gave a wrong password")

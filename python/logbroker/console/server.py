@@ -16,8 +16,18 @@ from urllib.parse import unquote
 
 import trio
 
-from logbroker.admin_views import GroupNotEmptyError, describe_group, describe_topics, leaders_of, log_offsets
-from logbroker.admin_views import RESET_TO, StatusError, collect, render_bytes, reset_offsets
+from logbroker.admin_views import (
+    RESET_TO,
+    GroupNotEmptyError,
+    StatusError,
+    collect,
+    describe_group,
+    describe_topics,
+    leaders_of,
+    log_offsets,
+    render_bytes,
+    reset_offsets,
+)
 from logbroker.broker.http import HttpError, HttpServer, Request, Response, json_response
 from logbroker.client import Admin, Consumer, KafkaError, KafkaTimeoutError, NewTopic
 from logbroker.client.errors import BrokerResponseError, KafkaConnectionError
@@ -28,8 +38,12 @@ from logbroker.console.throughput import SAMPLE_INTERVAL_S, Throughput, sample
 log = logging.getLogger("logbroker.console")
 
 STATIC = Path(__file__).with_name("static")
-CONTENT_TYPES = {".html": "text/html; charset=utf-8", ".js": "text/javascript; charset=utf-8",
-                 ".css": "text/css; charset=utf-8", ".svg": "image/svg+xml"}
+CONTENT_TYPES = {
+    ".html": "text/html; charset=utf-8",
+    ".js": "text/javascript; charset=utf-8",
+    ".css": "text/css; charset=utf-8",
+    ".svg": "image/svg+xml",
+}
 THREADS = 4  # client calls in flight at once (the broker's own disk work has trio's default limiter)
 TIMEOUT_S = 10.0  # each Kafka call the console makes
 MAX_BODY = 64 * 1024
@@ -38,12 +52,25 @@ LOGIN_FAILURE_DELAY_S = 1.0  # before a refused login is answered
 FORMATS = ("text", "json", "hex")
 # How a Kafka error answers over HTTP; a code not named here is 502 (the cluster refused).
 STATUS_BY_ERROR = {
-    "UNKNOWN_TOPIC_OR_PARTITION": 404, "UNKNOWN_TOPIC_ID": 404, "GROUP_ID_NOT_FOUND": 404,
-    "TOPIC_ALREADY_EXISTS": 409, "NON_EMPTY_GROUP": 409, "UNKNOWN_MEMBER_ID": 409, "REBALANCE_IN_PROGRESS": 409,
-    "INVALID_TOPIC_EXCEPTION": 400, "INVALID_PARTITIONS": 400, "INVALID_REPLICATION_FACTOR": 400,
-    "INVALID_REPLICA_ASSIGNMENT": 400, "INVALID_CONFIG": 400, "INVALID_REQUEST": 400, "POLICY_VIOLATION": 400,
-    "INVALID_GROUP_ID": 400, "OFFSET_OUT_OF_RANGE": 400,
-    "TOPIC_AUTHORIZATION_FAILED": 403, "GROUP_AUTHORIZATION_FAILED": 403, "CLUSTER_AUTHORIZATION_FAILED": 403,
+    "UNKNOWN_TOPIC_OR_PARTITION": 404,
+    "UNKNOWN_TOPIC_ID": 404,
+    "GROUP_ID_NOT_FOUND": 404,
+    "TOPIC_ALREADY_EXISTS": 409,
+    "NON_EMPTY_GROUP": 409,
+    "UNKNOWN_MEMBER_ID": 409,
+    "REBALANCE_IN_PROGRESS": 409,
+    "INVALID_TOPIC_EXCEPTION": 400,
+    "INVALID_PARTITIONS": 400,
+    "INVALID_REPLICATION_FACTOR": 400,
+    "INVALID_REPLICA_ASSIGNMENT": 400,
+    "INVALID_CONFIG": 400,
+    "INVALID_REQUEST": 400,
+    "POLICY_VIOLATION": 400,
+    "INVALID_GROUP_ID": 400,
+    "OFFSET_OUT_OF_RANGE": 400,
+    "TOPIC_AUTHORIZATION_FAILED": 403,
+    "GROUP_AUTHORIZATION_FAILED": 403,
+    "CLUSTER_AUTHORIZATION_FAILED": 403,
     "TOPIC_DELETION_DISABLED": 403,
 }
 
@@ -73,8 +100,9 @@ def _http_error(e: Exception) -> tuple[int, str, str | None]:
 # --- input --------------------------------------------------------------------------------
 
 
-def _int(text: str | None, what: str, *, default: int | None = None, lo: int | None = None,
-         hi: int | None = None) -> int | None:
+def _int(
+    text: str | None, what: str, *, default: int | None = None, lo: int | None = None, hi: int | None = None
+) -> int | None:
     if text is None or text == "":
         return default
     try:
@@ -149,14 +177,24 @@ def topics_view(admin: Admin, internal: bool) -> list[dict[str, Any]]:
         if d["internal"] and not internal:
             continue
         parts = d["partitions"]
-        records = [p["latest_offset"] - p["earliest_offset"] for p in parts
-                   if p["latest_offset"] is not None and p["earliest_offset"] is not None]
+        records = [
+            p["latest_offset"] - p["earliest_offset"]
+            for p in parts
+            if p["latest_offset"] is not None and p["earliest_offset"] is not None
+        ]
         sizes = [p["size_bytes"] for p in parts if p["size_bytes"] is not None]
-        out.append({"topic": d["topic"], "internal": d["internal"], "partitions": len(parts),
-                    "replication_factor": len(parts[0]["replicas"]) if parts else 0,
-                    "under_replicated": sum(p["state"] == "under-replicated" for p in parts),
-                    "offline": sum(p["state"] == "offline" for p in parts),
-                    "records": sum(records), "size_bytes": sum(sizes)})
+        out.append(
+            {
+                "topic": d["topic"],
+                "internal": d["internal"],
+                "partitions": len(parts),
+                "replication_factor": len(parts[0]["replicas"]) if parts else 0,
+                "under_replicated": sum(p["state"] == "under-replicated" for p in parts),
+                "offline": sum(p["state"] == "offline" for p in parts),
+                "records": sum(records),
+                "size_bytes": sum(sizes),
+            }
+        )
     return out
 
 
@@ -247,8 +285,11 @@ def _as_json(b: bytes | None) -> tuple[Any, bool]:
 def _record(r: Any, fmt: str) -> dict[str, Any]:
     out: dict[str, Any] = {"offset": r.offset, "timestamp": r.timestamp}
     if fmt != "json":
-        out.update(key=render_bytes(r.key, fmt), value=render_bytes(r.value, fmt),
-                   headers=[[k, render_bytes(v, fmt)] for k, v in r.headers])
+        out.update(
+            key=render_bytes(r.key, fmt),
+            value=render_bytes(r.value, fmt),
+            headers=[[k, render_bytes(v, fmt)] for k, v in r.headers],
+        )
         return out
     not_json = []
     out["key"], ok = _as_json(r.key)
@@ -268,13 +309,21 @@ def _record(r: Any, fmt: str) -> dict[str, Any]:
     return out
 
 
-def read_messages(admin: Admin, bootstrap: str, client_config: dict[str, str], topic: str, partition: int,
-                  offset: int | None, timestamp: int | None, limit: int, fmt: str) -> dict[str, Any]:
+def read_messages(
+    admin: Admin,
+    bootstrap: str,
+    client_config: dict[str, str],
+    topic: str,
+    partition: int,
+    offset: int | None,
+    timestamp: int | None,
+    limit: int,
+    fmt: str,
+) -> dict[str, Any]:
     found = admin.describe_topics([topic], timeout=TIMEOUT_S)
     leaders = {k: v for k, v in leaders_of(found).items() if k == (topic, partition)}
     if not leaders:
-        raise HttpError(404, f"topic {topic!r} has no partition {partition} "
-                             f"(it has {len(found[topic].partitions)})")
+        raise HttpError(404, f"topic {topic!r} has no partition {partition} (it has {len(found[topic].partitions)})")
     key = (topic, partition)
     earliest = log_offsets(admin, leaders, "earliest", TIMEOUT_S)[key]
     latest = log_offsets(admin, leaders, "latest", TIMEOUT_S)[key]
@@ -289,8 +338,13 @@ def read_messages(admin: Admin, bootstrap: str, client_config: dict[str, str], t
         start = max(earliest, latest - limit)
     records: list[dict[str, Any]] = []
     if start < latest:
-        with Consumer(bootstrap, client_id="logbroker-console", auto_offset_reset="earliest",
-                      enable_auto_commit=False, **client_config) as consumer:
+        with Consumer(
+            bootstrap,
+            client_id="logbroker-console",
+            auto_offset_reset="earliest",
+            enable_auto_commit=False,
+            **client_config,
+        ) as consumer:
             consumer.assign([key])
             consumer.seek(key, start)
             deadline = time.monotonic() + TIMEOUT_S / 2
@@ -299,9 +353,16 @@ def read_messages(admin: Admin, bootstrap: str, client_config: dict[str, str], t
                 records += [_record(r, fmt) for r in batch]
                 if records and records[-1]["offset"] >= latest - 1:
                     break
-    return {"topic": topic, "partition": partition, "earliest_offset": earliest, "latest_offset": latest,
-            "start_offset": start, "format": fmt, "records": records,
-            "next_offset": records[-1]["offset"] + 1 if records else start}
+    return {
+        "topic": topic,
+        "partition": partition,
+        "earliest_offset": earliest,
+        "latest_offset": latest,
+        "start_offset": start,
+        "format": fmt,
+        "records": records,
+        "next_offset": records[-1]["offset"] + 1 if records else start,
+    }
 
 
 # --- the server ----------------------------------------------------------------------------
@@ -316,11 +377,17 @@ class ConsoleServer:
     set up by `login_config(session.login)`, and the console's own clients only sample
     throughput (each user is shown the topics they may describe)."""
 
-    def __init__(self, bootstrap: str, node_id: int, client_config: dict[str, str] | None = None,
-                 sessions: Sessions | None = None,
-                 login_config: Callable[[tuple[str, str, str]], dict[str, Any]] | None = None,
-                 token_login: Callable[[str], Awaitable[Any]] | None = None, audit: Any = None,
-                 login_bootstrap: str | None = None) -> None:
+    def __init__(
+        self,
+        bootstrap: str,
+        node_id: int,
+        client_config: dict[str, str] | None = None,
+        sessions: Sessions | None = None,
+        login_config: Callable[[tuple[str, str, str]], dict[str, Any]] | None = None,
+        token_login: Callable[[str], Awaitable[Any]] | None = None,
+        audit: Any = None,
+        login_bootstrap: str | None = None,
+    ) -> None:
         self.bootstrap = bootstrap
         # where the logged-in users' clients connect: a SASL listener (None: `bootstrap`)
         self.login_bootstrap = login_bootstrap or bootstrap
@@ -339,7 +406,8 @@ class ConsoleServer:
         self._stopping = False
         # (method, pattern over the percent-encoded path, handler(request, session, *decoded groups))
         self.routes: list[tuple[str, re.Pattern[str], Callable[..., Any]]] = [
-            (m, re.compile(p), h) for m, p, h in [
+            (m, re.compile(p), h)
+            for m, p, h in [
                 ("GET", r"/api/cluster", self._cluster),
                 ("GET", r"/api/topics", self._topics),
                 ("POST", r"/api/topics", self._create_topic),
@@ -356,17 +424,27 @@ class ConsoleServer:
                 ("POST", r"/api/logout", self._logout),
                 ("GET", r"/", self._page),
                 ("GET", r"/static/([^/]+)", self._static),
-            ]]
+            ]
+        ]
 
     async def serve(self, host: str, port: int, *, task_status: trio.TaskStatus = trio.TASK_STATUS_IGNORED) -> None:
         if self.client_config is not None:
-            self.admin = Admin(self.bootstrap, client_id="logbroker-console", request_timeout_ms=int(TIMEOUT_S * 1000),
-                               metadata_max_age_ms=5000, **self.client_config)
+            self.admin = Admin(
+                self.bootstrap,
+                client_id="logbroker-console",
+                request_timeout_ms=int(TIMEOUT_S * 1000),
+                metadata_max_age_ms=5000,
+                **self.client_config,
+            )
         try:
             async with trio.open_nursery() as nursery:
                 self.address = await nursery.start(self.http.serve, host, port)
-                log.info("console on %s://%s:%d/%s", "https" if self.http.tls else "http", *self.address,
-                         " (login required)" if self.sessions is not None else "")
+                log.info(
+                    "console on %s://%s:%d/%s",
+                    "https" if self.http.tls else "http",
+                    *self.address,
+                    " (login required)" if self.sessions is not None else "",
+                )
                 if self.admin is not None:
                     nursery.start_soon(self._sample_throughput)
                 if self.sessions is not None:
@@ -385,8 +463,9 @@ class ConsoleServer:
     async def _run(self, fn: Callable[..., Any], *args: Any) -> Any:
         """`fn(*args)` in a worker thread; a Kafka error becomes the HTTP error it means."""
         try:
-            return await trio.to_thread.run_sync(functools.partial(fn, *args), limiter=self.limiter,
-                                                 abandon_on_cancel=True)
+            return await trio.to_thread.run_sync(
+                functools.partial(fn, *args), limiter=self.limiter, abandon_on_cancel=True
+            )
         except HttpError:
             raise
         except (KafkaError, ValueError) as e:
@@ -414,8 +493,12 @@ class ConsoleServer:
         admin = session.clients.get("admin")
         if admin is None:
             admin = session.clients["admin"] = Admin(
-                self.login_bootstrap, client_id="logbroker-console", request_timeout_ms=int(TIMEOUT_S * 1000),
-                metadata_max_age_ms=5000, **self._config_for(session))
+                self.login_bootstrap,
+                client_id="logbroker-console",
+                request_timeout_ms=int(TIMEOUT_S * 1000),
+                metadata_max_age_ms=5000,
+                **self._config_for(session),
+            )
         return admin
 
     async def _admin_call(self, session: Session | None, fn: Callable[..., Any], *args: Any) -> Any:
@@ -426,8 +509,9 @@ class ConsoleServer:
             started = trio.current_time()
             if self.admin is not None:
                 try:
-                    totals = await trio.to_thread.run_sync(sample, self.admin, TIMEOUT_S / 2, limiter=self.limiter,
-                                                           abandon_on_cancel=True)
+                    totals = await trio.to_thread.run_sync(
+                        sample, self.admin, TIMEOUT_S / 2, limiter=self.limiter, abandon_on_cancel=True
+                    )
                 except KafkaError as e:
                     self.throughput.last_error = str(e)
                     log.debug("throughput sample failed: %s", e)
@@ -476,8 +560,15 @@ class ConsoleServer:
                 except SessionError as e:
                     if e.status == 403 and self.audit is not None and session is not None:
                         # a forged or missing CSRF token, another origin: a denial for the audit log
-                        self.audit.denied(session.principal, request.peer, "console", f"{request.method} {path}",
-                                          "CSRF" if "CSRF" in e.message else "ORIGIN", "CONSOLE_ROUTE", path)
+                        self.audit.denied(
+                            session.principal,
+                            request.peer,
+                            "console",
+                            f"{request.method} {path}",
+                            "CSRF" if "CSRF" in e.message else "ORIGIN",
+                            "CONSOLE_ROUTE",
+                            path,
+                        )
                     return json_error(e.status, e.message)
             elif path.startswith("/api/") and request.method not in SAFE_METHODS:
                 origin = request.headers.get("origin")
@@ -523,7 +614,9 @@ class ConsoleServer:
         """A login with an OAuth access token, checked by the broker's OAUTHBEARER validator."""
         assert self.sessions is not None
         if self.token_login is None:
-            raise HttpError(400, "this broker does not take OAuth tokens (OAUTHBEARER is not in sasl.enabled.mechanisms)")
+            raise HttpError(
+                400, "this broker does not take OAuth tokens (OAUTHBEARER is not in sasl.enabled.mechanisms)"
+            )
         if not isinstance(token, str) or not token:
             raise HttpError(400, "'token' must be the access token (a string)")
         try:
@@ -536,8 +629,9 @@ class ConsoleServer:
         lifetime_s = validated.expires_ms / 1000 - time.time()
         return await self._start_session(request, validated.principal_name, "OAUTHBEARER", token, lifetime_s)
 
-    async def _start_session(self, request: Request, user: str, mechanism: str, password: str,
-                             lifetime_s: float | None = None) -> Response:
+    async def _start_session(
+        self, request: Request, user: str, mechanism: str, password: str, lifetime_s: float | None = None
+    ) -> Response:
         assert self.sessions is not None
         session, evicted = self.sessions.create(user, mechanism, password, lifetime_s)
         for old in evicted:
@@ -555,8 +649,12 @@ class ConsoleServer:
 
     @staticmethod
     def _session_doc(session: Session) -> dict[str, Any]:
-        return {"user": session.user, "principal": session.principal, "mechanism": session.mechanism,
-                "csrf_token": session.csrf_token}
+        return {
+            "user": session.user,
+            "principal": session.principal,
+            "mechanism": session.mechanism,
+            "csrf_token": session.csrf_token,
+        }
 
     async def _session(self, request: Request, session: Session | None) -> Response:
         if session is None:
@@ -616,9 +714,20 @@ class ConsoleServer:
         fmt = q.get("format") or "text"
         if fmt not in FORMATS:
             raise HttpError(400, f"format must be one of {', '.join(FORMATS)}, not {fmt[:20]!r}")
-        return json_response(await self._admin_call(session, read_messages, self._bootstrap_for(session),
-                                                    self._config_for(session),
-                                                    name, partition, offset, timestamp, limit, fmt))
+        return json_response(
+            await self._admin_call(
+                session,
+                read_messages,
+                self._bootstrap_for(session),
+                self._config_for(session),
+                name,
+                partition,
+                offset,
+                timestamp,
+                limit,
+                fmt,
+            )
+        )
 
     async def _groups(self, request: Request, session: Session | None) -> Response:
         return json_response(await self._admin_call(session, groups_view))
@@ -636,8 +745,10 @@ class ConsoleServer:
         visible = None if session is None else await self._admin_call(session, visible_topics)
         rates = self.throughput.rates(visible)
         if self.admin is None and rates["error"] is None:
-            rates["error"] = ("not sampled: the console has no Kafka user of its own (set this node's SASL user in "
-                              "the primary listener's JAAS config)")
+            rates["error"] = (
+                "not sampled: the console has no Kafka user of its own (set this node's SASL user in "
+                "the primary listener's JAAS config)"
+            )
         return json_response(rates)
 
 

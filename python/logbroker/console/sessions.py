@@ -67,8 +67,11 @@ class Session:
 
     def over(self, now: float, idle_s: float) -> bool:
         """Past its idle time, MAX_AGE_S, or its token's expiry."""
-        return now - self.last_used > idle_s or now - self.created > MAX_AGE_S or \
-            (self.ends is not None and now >= self.ends)
+        return (
+            now - self.last_used > idle_s
+            or now - self.created > MAX_AGE_S
+            or (self.ends is not None and now >= self.ends)
+        )
 
     @property
     def principal(self) -> str:
@@ -81,8 +84,13 @@ class Session:
 
 
 class Sessions:
-    def __init__(self, mechanisms: Callable[[str, str], list[str]], enabled: list[str], idle_s: float,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        mechanisms: Callable[[str, str], list[str]],
+        enabled: list[str],
+        idle_s: float,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         """`mechanisms(user, password)`: the SASL mechanisms the password is right for
         (BasicAuth.mechanisms); `enabled`: the broker's sasl.enabled.mechanisms."""
         self._mechanisms = mechanisms
@@ -103,8 +111,9 @@ class Sessions:
         right = self._mechanisms(user, password)
         return next((m for m in self.enabled if m in right), None)
 
-    def create(self, user: str, mechanism: str, password: str,
-               lifetime_s: float | None = None) -> tuple[Session, list[Session]]:
+    def create(
+        self, user: str, mechanism: str, password: str, lifetime_s: float | None = None
+    ) -> tuple[Session, list[Session]]:
         """A new session, and the sessions it pushed out (over MAX_SESSIONS), to close;
         `lifetime_s`: a token login's, which ends the session with the token."""
         now = self.clock()

@@ -49,8 +49,7 @@ class Throughput:
     def __init__(self, interval_s: float = SAMPLE_INTERVAL_S, window_s: float = WINDOW_S) -> None:
         self.interval_s = interval_s
         self.window_s = window_s
-        self.samples: collections.deque[tuple[float, Totals]] = collections.deque(
-            maxlen=int(window_s / interval_s) + 1)
+        self.samples: collections.deque[tuple[float, Totals]] = collections.deque(maxlen=int(window_s / interval_s) + 1)
         self.last_error: str | None = None
 
     def add(self, totals: Totals, at: float | None = None) -> None:
@@ -75,7 +74,13 @@ class Throughput:
             topics |= records.keys()
             points.append({"time": int(t1 * 1000), "records_per_s": records, "bytes_per_s": bytes_})
         latest = pairs[-1][1] if pairs else {}
-        return {"interval_s": self.interval_s, "window_s": self.window_s, "topics": sorted(topics),
-                "totals": {n: {"records": r, "bytes": s} for n, (r, s) in sorted(latest.items())
-                           if visible is None or n in visible},
-                "samples": points, "error": self.last_error}
+        return {
+            "interval_s": self.interval_s,
+            "window_s": self.window_s,
+            "topics": sorted(topics),
+            "totals": {
+                n: {"records": r, "bytes": s} for n, (r, s) in sorted(latest.items()) if visible is None or n in visible
+            },
+            "samples": points,
+            "error": self.last_error,
+        }

@@ -14,8 +14,8 @@ import logging
 
 import trio
 
-from logbroker.coord.peer_security import PLAINTEXT, PeerSecurity
 from logbroker.coord.framing import MAX_FRAME, read_frame
+from logbroker.coord.peer_security import PLAINTEXT, PeerSecurity
 from logbroker.protocol import API_NAMES, ProtocolError, decode_response, encode_request
 
 log = logging.getLogger("logbroker.transactions")
@@ -66,11 +66,18 @@ class BrokerChannel:
                 if got != corr:
                     raise ProtocolError(f"response correlation id {got}, expected {corr}")
                 return response
-            except (OSError, trio.BrokenResourceError, trio.ClosedResourceError, trio.TooSlowError,
-                    ProtocolError, EOFError) as e:
+            except (
+                OSError,
+                trio.BrokenResourceError,
+                trio.ClosedResourceError,
+                trio.TooSlowError,
+                ProtocolError,
+                EOFError,
+            ) as e:
                 await self._close(conn)
-                raise BrokerUnreachable(f"{name} to node {to} at {endpoint[0]}:{endpoint[1]} failed: "
-                                        f"{type(e).__name__}: {e}") from None
+                raise BrokerUnreachable(
+                    f"{name} to node {to} at {endpoint[0]}:{endpoint[1]} failed: {type(e).__name__}: {e}"
+                ) from None
 
     async def _close(self, conn: _Connection) -> None:
         stream, conn.stream = conn.stream, None

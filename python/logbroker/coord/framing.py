@@ -35,6 +35,6 @@ async def read_frame(stream: trio.abc.Stream, buf: bytearray, limit: int) -> byt
         raise ProtocolError(f"a frame of {size} bytes (limit {limit})")
     if not await fill_buffer(stream, buf, 4 + size):
         return None
-    frame = bytes(buf[4:4 + size])
-    del buf[:4 + size]
+    frame = bytes(buf[4 : 4 + size])
+    del buf[: 4 + size]
     return frame

@@ -35,11 +35,18 @@ from dataclasses import dataclass
 
 import trio
 
-from logbroker.common.sasl import AUTHENTICATE_KEY, HANDSHAKE_KEY, SaslSession, handle_authenticate, handle_handshake
 from logbroker.client.sasl import SaslConfig
+from logbroker.common.sasl import AUTHENTICATE_KEY, HANDSHAKE_KEY, SaslSession, handle_authenticate, handle_handshake
 from logbroker.coord.framing import MAX_FRAME, read_frame
-from logbroker.protocol import (REQUESTS, ErrorCode, ProtocolError, decode_request, decode_response, encode_request,
-                                encode_response)
+from logbroker.protocol import (
+    REQUESTS,
+    ErrorCode,
+    ProtocolError,
+    decode_request,
+    decode_response,
+    encode_request,
+    encode_response,
+)
 
 log = logging.getLogger("logbroker.sasl")
 
@@ -71,24 +78,31 @@ async def _roundtrip(stream: trio.abc.Stream, api_key: int, version: int, body, 
 async def authenticate(stream: trio.abc.Stream, sasl: SaslConfig, node_id: int, listener: str, where: str) -> int:
     """Runs the exchange on a fresh connection to `where` (host:port of `listener`);
     returns the session lifetime in ms (0: none). PeerAuthenticationFailed when refused."""
-    who = (f"node {node_id}: SASL authentication to {where} (listener {listener}, {sasl.mechanism}, "
-           f"user {sasl.username!r})")
+    who = (
+        f"node {node_id}: SASL authentication to {where} (listener {listener}, {sasl.mechanism}, "
+        f"user {sasl.username!r})"
+    )
     client_id = f"logbroker-node-{node_id}"
     try:
-        hs = await _roundtrip(stream, HANDSHAKE_KEY, HANDSHAKE_VERSION,
-                              REQUESTS[HANDSHAKE_KEY](mechanism=sasl.mechanism), client_id)
+        hs = await _roundtrip(
+            stream, HANDSHAKE_KEY, HANDSHAKE_VERSION, REQUESTS[HANDSHAKE_KEY](mechanism=sasl.mechanism), client_id
+        )
         if hs.error_code != ErrorCode.NONE:
-            raise PeerAuthenticationFailed(f"{who} failed: SaslHandshake answered {ErrorCode(hs.error_code).name}; "
-                                           f"the listener enables {', '.join(hs.mechanisms) or 'no mechanism'}")
+            raise PeerAuthenticationFailed(
+                f"{who} failed: SaslHandshake answered {ErrorCode(hs.error_code).name}; "
+                f"the listener enables {', '.join(hs.mechanisms) or 'no mechanism'}"
+            )
         mech = sasl.client()
         token: bytes | None = mech.first()
         lifetime = 0
         while token is not None:
-            resp = await _roundtrip(stream, AUTHENTICATE_KEY, AUTHENTICATE_VERSION,
-                                    REQUESTS[AUTHENTICATE_KEY](auth_bytes=token), client_id)
+            resp = await _roundtrip(
+                stream, AUTHENTICATE_KEY, AUTHENTICATE_VERSION, REQUESTS[AUTHENTICATE_KEY](auth_bytes=token), client_id
+            )
             if resp.error_code != ErrorCode.NONE:
-                raise PeerAuthenticationFailed(f"{who} failed: {ErrorCode(resp.error_code).name}: "
-                                               f"{resp.error_message or 'no message'}")
+                raise PeerAuthenticationFailed(
+                    f"{who} failed: {ErrorCode(resp.error_code).name}: {resp.error_message or 'no message'}"
+                )
             lifetime = resp.session_lifetime_ms
             token = mech.respond(bytes(resp.auth_bytes or b""))
         return max(0, lifetime)
@@ -109,13 +123,15 @@ def reauth_deadline(lifetime_ms: int) -> float:
 @dataclass
 class _Context:
     """What the SASL handlers read of a request context."""
+
     sasl: SaslSession
     peer: str
     listener: str
 
 
-async def serve_authentication(stream: trio.abc.Stream, buf: bytearray, session: SaslSession, listener: str,
-                               max_receive: int, failure_delay: float) -> str | None:
+async def serve_authentication(
+    stream: trio.abc.Stream, buf: bytearray, session: SaslSession, listener: str, max_receive: int, failure_delay: float
+) -> str | None:
     """Serves SaslHandshake and SaslAuthenticate on a fresh controller-listener connection
     until the exchange completes: the principal, or None (logged) when the connection must
     close. What the client sent after it stays in `buf`."""
@@ -132,8 +148,12 @@ async def serve_authentication(stream: trio.abc.Stream, buf: bytearray, session:
         try:
             header, request = decode_request(frame)
         except ProtocolError as e:
-            log.error("controller listener %s: %s sent a malformed request before authenticating (%s); closing",
-                      listener, session.peer, e)
+            log.error(
+                "controller listener %s: %s sent a malformed request before authenticating (%s); closing",
+                listener,
+                session.peer,
+                e,
+            )
             return None
         key = header.request_api_key
         if key == HANDSHAKE_KEY:
@@ -141,16 +161,26 @@ async def serve_authentication(stream: trio.abc.Stream, buf: bytearray, session:
         elif key == AUTHENTICATE_KEY:
             response = await handle_authenticate(ctx, request)
         else:
-            log.error("controller listener %s is %s: %s sent API key %d before authenticating (SaslHandshake and "
-                      "SaslAuthenticate first); closing", listener, "SASL", session.peer, key)
+            log.error(
+                "controller listener %s is %s: %s sent API key %d before authenticating (SaslHandshake and "
+                "SaslAuthenticate first); closing",
+                listener,
+                "SASL",
+                session.peer,
+                key,
+            )
             return None
         if session.failed is not None:
             await trio.sleep(failure_delay)  # connection.failed.authentication.delay.ms
-        await stream.send_all(b"".join(bytes(c) for c in encode_response(
-            key, header.request_api_version, header.correlation_id, response)))
+        await stream.send_all(
+            b"".join(
+                bytes(c) for c in encode_response(key, header.request_api_version, header.correlation_id, response)
+            )
+        )
         if session.failed is not None:
-            log.warning("controller listener %s: %s did not authenticate: %s; closing", listener, session.peer,
-                        session.failed)
+            log.warning(
+                "controller listener %s: %s did not authenticate: %s; closing", listener, session.peer, session.failed
+            )
             return None
         if key == HANDSHAKE_KEY and response.error_code != ErrorCode.NONE:
             return None

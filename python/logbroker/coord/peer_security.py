@@ -35,19 +35,28 @@ import os
 import ssl
 import tempfile
 import weakref
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import trio
 
 from logbroker import _core
+from logbroker.client.sasl import Password, SaslConfig
 from logbroker.common.config import BrokerConfig, ConfigError
 from logbroker.common.sasl import SaslSession, jaas_users
-from logbroker.client.sasl import Password, SaslConfig
 from logbroker.coord.peer_sasl import authenticate, reauth_deadline
 
-__all__ = ["PLAINTEXT", "PeerSecurity", "controller_sasl", "controller_security", "inter_broker_security",
-           "peer_principal", "rust_client_sasl", "rust_client_tls", "server_context"]
+__all__ = [
+    "PLAINTEXT",
+    "PeerSecurity",
+    "controller_sasl",
+    "controller_security",
+    "inter_broker_security",
+    "peer_principal",
+    "rust_client_sasl",
+    "rust_client_tls",
+    "server_context",
+]
 
 ANONYMOUS = "User:ANONYMOUS"
 
@@ -93,8 +102,9 @@ class PeerSecurity:
     """Opens connections to the nodes of one listener: plain TCP or TLS, then SASL if the
     listener authenticates with it."""
 
-    def __init__(self, listener: str, context: ssl.SSLContext | None, sasl: SaslConfig | None = None,
-                 node_id: int = -1) -> None:
+    def __init__(
+        self, listener: str, context: ssl.SSLContext | None, sasl: SaslConfig | None = None, node_id: int = -1
+    ) -> None:
         self.listener = listener
         self.context = context
         self.sasl = sasl
@@ -114,8 +124,10 @@ class PeerSecurity:
         context.check_hostname = _verify_hostname(config)
         if trust is None:
             if config.in_cluster:
-                raise ConfigError(f"listener {listener} is {protocol} between nodes: set ssl.truststore.location "
-                                  "(the authority that signs the nodes' certificates)")
+                raise ConfigError(
+                    f"listener {listener} is {protocol} between nodes: set ssl.truststore.location "
+                    "(the authority that signs the nodes' certificates)"
+                )
             # a single node only dials itself (share groups' dead letters): it trusts its own certificate
             trust = chain
             context.verify_flags |= ssl.VERIFY_X509_PARTIAL_CHAIN
@@ -179,8 +191,9 @@ def server_context(config: BrokerConfig, listener: str) -> ssl.SSLContext | None
     return tls_server_context(config, chain, key, trust, auth, f"listener {listener}")
 
 
-def tls_server_context(config: BrokerConfig, chain: bytes, key: bytes, trust: bytes | None, auth: str,
-                       what: str) -> ssl.SSLContext:
+def tls_server_context(
+    config: BrokerConfig, chain: bytes, key: bytes, trust: bytes | None, auth: str, what: str
+) -> ssl.SSLContext:
     """A TLS server context with the broker's keystore; client certificates checked against
     `trust` when `auth` (ssl.client.auth) is `required` or `requested` (callers insist on a
     truststore then). `what` names the listener or endpoint in errors."""

@@ -25,13 +25,28 @@ from logbroker.iceberg import IcebergError
 from logbroker.iceberg.table_schema import TABLE_PROPERTIES, column_names, partition_spec, table_schema
 
 DEFAULT_DIR = "__iceberg"  # under the data directory; the log-directory scan skips "__" names
-SETTING_KEYS = ("iceberg.catalog.type", "iceberg.catalog.uri", "iceberg.catalog.name", "iceberg.warehouse",
-                "iceberg.namespace", "iceberg.s3.endpoint", "iceberg.s3.region", "iceberg.s3.access.key.id",
-                "iceberg.s3.secret.access.key", "iceberg.catalog.credential", "iceberg.catalog.token",
-                "iceberg.catalog.oauth2.server.uri", "iceberg.catalog.scope")
+SETTING_KEYS = (
+    "iceberg.catalog.type",
+    "iceberg.catalog.uri",
+    "iceberg.catalog.name",
+    "iceberg.warehouse",
+    "iceberg.namespace",
+    "iceberg.s3.endpoint",
+    "iceberg.s3.region",
+    "iceberg.s3.access.key.id",
+    "iceberg.s3.secret.access.key",
+    "iceberg.catalog.credential",
+    "iceberg.catalog.token",
+    "iceberg.catalog.oauth2.server.uri",
+    "iceberg.catalog.scope",
+)
 # a rest catalog's authentication: broker key -> pyiceberg's RestCatalog property
-REST_AUTH = {"iceberg.catalog.credential": "credential", "iceberg.catalog.token": "token",
-             "iceberg.catalog.oauth2.server.uri": "oauth2-server-uri", "iceberg.catalog.scope": "scope"}
+REST_AUTH = {
+    "iceberg.catalog.credential": "credential",
+    "iceberg.catalog.token": "token",
+    "iceberg.catalog.oauth2.server.uri": "oauth2-server-uri",
+    "iceberg.catalog.scope": "scope",
+}
 
 
 def require_pyiceberg() -> None:
@@ -65,11 +80,18 @@ class CatalogSettings:
                 raise IcebergError("iceberg.catalog.type=rest needs iceberg.catalog.uri (the REST catalog's URL)")
             uri = f"sqlite:///{base / 'catalog.db'}"
         warehouse = get("iceberg.warehouse") or (str(base / "warehouse") if catalog_type == "sql" else "")
-        return cls(catalog_type, uri, get("iceberg.catalog.name", "logbroker"), warehouse,
-                   get("iceberg.namespace", "logbroker"),
-                   get("iceberg.s3.endpoint"), get("iceberg.s3.region", "us-east-1"),
-                   get("iceberg.s3.access.key.id"), get("iceberg.s3.secret.access.key"),
-                   tuple((prop, get(key)) for key, prop in REST_AUTH.items() if get(key)))
+        return cls(
+            catalog_type,
+            uri,
+            get("iceberg.catalog.name", "logbroker"),
+            warehouse,
+            get("iceberg.namespace", "logbroker"),
+            get("iceberg.s3.endpoint"),
+            get("iceberg.s3.region", "us-east-1"),
+            get("iceberg.s3.access.key.id"),
+            get("iceberg.s3.secret.access.key"),
+            tuple((prop, get(key)) for key, prop in REST_AUTH.items() if get(key)),
+        )
 
     def label(self) -> str:
         """The catalog as errors name it: name, type and address (a password in the URL left out)."""
@@ -115,7 +137,7 @@ def open_catalog(settings: CatalogSettings):
     try:
         if settings.catalog_type == "sql":
             if settings.uri.startswith("sqlite:///"):
-                Path(settings.uri[len("sqlite:///"):]).parent.mkdir(parents=True, exist_ok=True)
+                Path(settings.uri[len("sqlite:///") :]).parent.mkdir(parents=True, exist_ok=True)
             if "://" not in settings.warehouse:
                 Path(settings.warehouse).mkdir(parents=True, exist_ok=True)
             from pyiceberg.catalog.sql import SqlCatalog
@@ -151,20 +173,27 @@ def load_or_create_table(catalog, settings: CatalogSettings, topic: str, value_s
             except NamespaceAlreadyExistsError:
                 pass
             try:
-                table = catalog.create_table(ident, schema=table_schema(value_struct), partition_spec=partition_spec(),
-                                             properties={**TABLE_PROPERTIES, "logbroker.topic": topic})
+                table = catalog.create_table(
+                    ident,
+                    schema=table_schema(value_struct),
+                    partition_spec=partition_spec(),
+                    properties={**TABLE_PROPERTIES, "logbroker.topic": topic},
+                )
             except TableAlreadyExistsError:  # another node created it first
                 table = catalog.load_table(ident)
     except IcebergError:
         raise
     except Exception as e:
-        raise IcebergError(f"loading table {ident} of topic {topic} from {settings.label()}: "
-                           f"{type(e).__name__}: {e}") from None
+        raise IcebergError(
+            f"loading table {ident} of topic {topic} from {settings.label()}: {type(e).__name__}: {e}"
+        ) from None
     want = column_names(table_schema(value_struct))
     have = column_names(table.schema())
     if have != want:
         mode = "value_schema_id_prefix" if value_struct is not None else "key_value"
-        raise IcebergError(f"table {ident} of topic {topic} has columns {have}, not the columns of iceberg.mode="
-                           f"{mode} {want} (the mode is fixed when the table is created); the broker does not "
-                           f"write to it")
+        raise IcebergError(
+            f"table {ident} of topic {topic} has columns {have}, not the columns of iceberg.mode="
+            f"{mode} {want} (the mode is fixed when the table is created); the broker does not "
+            f"write to it"
+        )
     return table

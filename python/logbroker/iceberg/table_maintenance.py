@@ -92,12 +92,22 @@ def compact_small_files(table) -> Compaction | None:
                     overwrite.append_data_file(data_file)
                     added += 1
     except CommitFailedException as e:
-        log.info("table %s: compaction of %d files lost a race to a commit (%s); the next round tries again",
-                 table_ident(table), len(picked), e)
+        log.info(
+            "table %s: compaction of %d files lost a race to a commit (%s); the next round tries again",
+            table_ident(table),
+            len(picked),
+            e,
+        )
         return None
     snapshot = table.current_snapshot()
-    log.info("table %s: compacted %d small files (%d bytes, %d rows) into %d", table_ident(table), len(picked), size,
-             rows.num_rows, added)
+    log.info(
+        "table %s: compacted %d small files (%d bytes, %d rows) into %d",
+        table_ident(table),
+        len(picked),
+        size,
+        rows.num_rows,
+        added,
+    )
     return Compaction(len(picked), added, rows.num_rows, snapshot.snapshot_id if snapshot else None)
 
 
@@ -114,17 +124,20 @@ def expire_snapshots(table, now_ms: int) -> int:
         if "logbroker.offsets" in props:
             break
         snapshot = table.snapshot_by_id(snapshot.parent_snapshot_id) if snapshot.parent_snapshot_id else None
-    old = {s.snapshot_id for s in table.snapshots()
-           if s.timestamp_ms < now_ms - max_age and s.snapshot_id not in keep}
+    old = {s.snapshot_id for s in table.snapshots() if s.timestamp_ms < now_ms - max_age and s.snapshot_id not in keep}
     if not old:
         return 0
     expired = [s for s in table.snapshots() if s.snapshot_id in old]
     table.maintenance.expire_snapshots().by_ids(sorted(old)).commit()
     table = table.refresh()
     deleted = delete_unreachable_files(table, expired)
-    log.info("table %s: expired %d snapshots older than %s and deleted %d files only they reached",
-             table_ident(table), len(old),
-             datetime.datetime.fromtimestamp((now_ms - max_age) / 1000, datetime.timezone.utc).isoformat(), deleted)
+    log.info(
+        "table %s: expired %d snapshots older than %s and deleted %d files only they reached",
+        table_ident(table),
+        len(old),
+        datetime.datetime.fromtimestamp((now_ms - max_age) / 1000, datetime.UTC).isoformat(),
+        deleted,
+    )
     return len(old)
 
 
@@ -137,8 +150,11 @@ def delete_unreachable_files(table, expired: list) -> int:
     if not kept or not expired:
         return 0
     if set(table.metadata.refs) != {"main"} or not _one_line(table, kept):
-        log.info("table %s has branches, tags or snapshots off the main line: the files of expired snapshots are "
-                 "left to Iceberg's tools", table_ident(table))
+        log.info(
+            "table %s has branches, tags or snapshots off the main line: the files of expired snapshots are "
+            "left to Iceberg's tools",
+            table_ident(table),
+        )
         return 0
     io = table.io
     oldest = min(kept, key=lambda s: (s.sequence_number or 0, s.timestamp_ms))
@@ -152,8 +168,11 @@ def delete_unreachable_files(table, expired: list) -> int:
                 doomed.add(m.manifest_path)
             if m.added_snapshot_id == snapshot.snapshot_id and (m.deleted_files_count or 0) > 0:
                 # the files this snapshot removed (a compaction's replaced ones)
-                doomed.update(e.data_file.file_path for e in m.fetch_manifest_entry(io, discard_deleted=False)
-                              if e.status == ManifestEntryStatus.DELETED)
+                doomed.update(
+                    e.data_file.file_path
+                    for e in m.fetch_manifest_entry(io, discard_deleted=False)
+                    if e.status == ManifestEntryStatus.DELETED
+                )
         if snapshot is not oldest:
             doomed.add(snapshot.manifest_list)
     location = table.location().rstrip("/") + "/"

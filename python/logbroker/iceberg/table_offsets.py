@@ -42,8 +42,10 @@ class TablePosition:
         """The summary properties of a snapshot that moves `advanced` partitions on."""
         offsets = dict(self.offsets) if self.topic_id == topic_id else {}
         offsets.update(advanced)
-        return {TOPIC_ID: topic_id, OFFSETS: json.dumps({str(p): o for p, o in sorted(offsets.items())},
-                                                        separators=(",", ":"))}
+        return {
+            TOPIC_ID: topic_id,
+            OFFSETS: json.dumps({str(p): o for p, o in sorted(offsets.items())}, separators=(",", ":")),
+        }
 
 
 def read_position(table) -> TablePosition:
@@ -58,17 +60,21 @@ def read_position(table) -> TablePosition:
                 raw = json.loads(props[OFFSETS])
                 offsets = {int(p): int(o) for p, o in raw.items()}
             except (ValueError, TypeError, AttributeError) as e:
-                raise IcebergError(f"table {table_ident(table)}: snapshot {snapshot.snapshot_id} has a bad "
-                                   f"{OFFSETS} {props[OFFSETS]!r}: {e}") from None
+                raise IcebergError(
+                    f"table {table_ident(table)}: snapshot {snapshot.snapshot_id} has a bad "
+                    f"{OFFSETS} {props[OFFSETS]!r}: {e}"
+                ) from None
             return TablePosition(props[TOPIC_ID], offsets, current)
         seen += 1
         parent = snapshot.parent_snapshot_id
         snapshot = table.snapshot_by_id(parent) if parent is not None else None
     if current is not None:
-        raise IcebergError(f"table {table_ident(table)} has {seen} snapshot(s) and none written by logbroker "
-                           f"(no {OFFSETS} in any summary of its main branch): its rows cannot be matched to "
-                           f"offsets, so the broker does not write to it; drop it or name another "
-                           f"iceberg.namespace")
+        raise IcebergError(
+            f"table {table_ident(table)} has {seen} snapshot(s) and none written by logbroker "
+            f"(no {OFFSETS} in any summary of its main branch): its rows cannot be matched to "
+            f"offsets, so the broker does not write to it; drop it or name another "
+            f"iceberg.namespace"
+        )
     return TablePosition(None, {}, None)
 
 

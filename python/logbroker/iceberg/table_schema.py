@@ -39,11 +39,20 @@ def table_schema(value_struct=None):
     import itertools
 
     from pyiceberg.schema import Schema
-    from pyiceberg.types import (BinaryType, IntegerType, ListType, LongType, NestedField, StringType, StructType,
-                                 TimestamptzType)
+    from pyiceberg.types import (
+        BinaryType,
+        IntegerType,
+        ListType,
+        LongType,
+        NestedField,
+        StringType,
+        StructType,
+        TimestamptzType,
+    )
 
-    header = StructType(NestedField(10, "key", StringType(), required=False),
-                        NestedField(11, "value", BinaryType(), required=False))
+    header = StructType(
+        NestedField(10, "key", StringType(), required=False), NestedField(11, "value", BinaryType(), required=False)
+    )
     value_type = BinaryType()
     extra = []
     if value_struct is not None:
@@ -51,8 +60,10 @@ def table_schema(value_struct=None):
 
         ids = itertools.count(100)
         value_type = iceberg_type(value_struct, lambda: next(ids))
-        extra = [NestedField(12, "value_schema_id", IntegerType(), required=False),
-                 NestedField(13, "value_raw", BinaryType(), required=False)]
+        extra = [
+            NestedField(12, "value_schema_id", IntegerType(), required=False),
+            NestedField(13, "value_raw", BinaryType(), required=False),
+        ]
     return Schema(
         NestedField(1, "key", BinaryType(), required=False),
         NestedField(2, "value", value_type, required=False),

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 from logbroker import _core
 from logbroker.arrow_records import DecodeStalled, kafka_arrow_schema, log_batches
@@ -71,8 +71,15 @@ class TableWriter:
             table = table.refresh()
         return table
 
-    def commit(self, topic: str, topic_id: str, sources: Sequence[PartitionSource], *,
-               max_bytes: int = MAX_COMMIT_BYTES, value_schemas: list[ValueSchema] | None = None) -> CommitOutcome:
+    def commit(
+        self,
+        topic: str,
+        topic_id: str,
+        sources: Sequence[PartitionSource],
+        *,
+        max_bytes: int = MAX_COMMIT_BYTES,
+        value_schemas: list[ValueSchema] | None = None,
+    ) -> CommitOutcome:
         """Append what each source's log holds past the table's position, up to its last
         stable offset, in one conditional snapshot. `value_schemas`: (id, Avro schema text)
         of every version under `<topic>-value`, newest first, for value_schema_id_prefix."""
@@ -99,13 +106,23 @@ class TableWriter:
             if start is None:
                 start = log_start
             elif start < log_start:
-                log.warning("table %s: %s-%d offsets %d..%d left the log before the table had them "
-                            "(DeleteRecords, or iceberg.enable turned on late); going on from %d", ident, topic, p,
-                            start, log_start - 1, log_start, extra={"topic": topic, "partition": p, "offset": start})
+                log.warning(
+                    "table %s: %s-%d offsets %d..%d left the log before the table had them "
+                    "(DeleteRecords, or iceberg.enable turned on late); going on from %d",
+                    ident,
+                    topic,
+                    p,
+                    start,
+                    log_start - 1,
+                    log_start,
+                    extra={"topic": topic, "partition": p, "offset": start},
+                )
                 start = log_start
             elif start > src.log.log_end_offset:
-                raise IcebergError(f"table {ident} holds {topic}-{p} up to offset {start - 1}, past the log end "
-                                   f"offset {src.log.log_end_offset} of this leader; not writing it")
+                raise IcebergError(
+                    f"table {ident} holds {topic}-{p} up to offset {start - 1}, past the log end "
+                    f"offset {src.log.log_end_offset} of this leader; not writing it"
+                )
             if start >= stable:
                 continue
             if budget <= 0:
@@ -132,13 +149,21 @@ class TableWriter:
         try:
             table.append(rows, snapshot_properties=position.summary(topic_id, advanced))
         except CommitFailedException as e:
-            log.info("table %s: commit of %s partitions %s lost a race (%s); the next commit reads the table "
-                     "again", ident, topic, sorted(advanced), e, extra={"topic": topic})
+            log.info(
+                "table %s: commit of %s partitions %s lost a race (%s); the next commit reads the table again",
+                ident,
+                topic,
+                sorted(advanced),
+                e,
+                extra={"topic": topic},
+            )
             return CommitOutcome(ident, _positions(position, topic_id), lost_race=True)
         except Exception as e:
-            raise IcebergError(f"table {ident} in {self.settings.label()}: committing {topic} partitions "
-                               f"{ {p: (position.next_offset(topic_id, p), o) for p, o in advanced.items()} }: "
-                               f"{type(e).__name__}: {e}") from None
+            raise IcebergError(
+                f"table {ident} in {self.settings.label()}: committing {topic} partitions "
+                f"{ {p: (position.next_offset(topic_id, p), o) for p, o in advanced.items()} }: "
+                f"{type(e).__name__}: {e}"
+            ) from None
         snapshot = table.current_snapshot()
         after = _positions(position, topic_id)
         after.update(advanced)
@@ -153,8 +178,10 @@ class TableWriter:
         from logbroker.iceberg import value_schema as vs
 
         if not value_schemas:
-            raise IcebergError(f"iceberg.mode=value_schema_id_prefix: no Avro, JSON or Protobuf schema is registered under "
-                               f"{topic}-value yet")
+            raise IcebergError(
+                f"iceberg.mode=value_schema_id_prefix: no Avro, JSON or Protobuf schema is registered under "
+                f"{topic}-value yet"
+            )
         struct = vs.value_struct(value_schemas)
         table = self.table(topic, struct)
         current = vs.from_iceberg(table.schema().find_field("value").field_type)
@@ -164,8 +191,13 @@ class TableWriter:
             wanted = Schema(NestedField(2, "value", vs.iceberg_type(grown, lambda: next(ids)), required=False))
             with table.update_schema() as update:
                 update.union_by_name(wanted)
-            log.info("table %s: value columns grown to the registered schemas of %s-value: %s", table_ident(table),
-                     topic, grown, extra={"topic": topic})
+            log.info(
+                "table %s: value columns grown to the registered schemas of %s-value: %s",
+                table_ident(table),
+                topic,
+                grown,
+                extra={"topic": topic},
+            )
             table = table.refresh()
             current = vs.from_iceberg(table.schema().find_field("value").field_type)
         return table, ValueDecoding(topic, current, value_schemas)
@@ -184,8 +216,14 @@ class ValueDecoding:
             try:
                 self.programs.append((v.id, vs.program(v, self.tree)))
             except (IcebergError, ValueError, KeyError, TypeError) as e:
-                log.warning("topic %s: schema id %d of %s-value cannot be read into the table (%s); its values go "
-                            "to value_raw", topic, v.id, topic, e, extra={"topic": topic})
+                log.warning(
+                    "topic %s: schema id %d of %s-value cannot be read into the table (%s); its values go to value_raw",
+                    topic,
+                    v.id,
+                    topic,
+                    e,
+                    extra={"topic": topic},
+                )
 
     def arrow_schema(self, kafka_schema):
         import pyarrow as pa
@@ -200,23 +238,33 @@ class ValueDecoding:
         values = batch.column("value")
         validity, offsets, data = values.buffers()
         validity = validity if validity is not None else b"\xff" * ((n + 7) // 8)
-        got = _core.decode_avro_columns(n, validity, offsets, data if data is not None else b"", self.tree.nodes,
-                                        self.programs)
+        got = _core.decode_avro_columns(
+            n, validity, offsets, data if data is not None else b"", self.tree.nodes, self.programs
+        )
         if got["failures"]:
             row, why = got["first_failure"]
-            log.warning("table %s: %d value(s) of %s-%d did not decode and went to value_raw; the first, at offset "
-                        "%d: %s", ident, got["failures"], self.topic, batch.column("partition")[0].as_py(),
-                        batch.column("offset")[row].as_py(), why, extra={"topic": self.topic})
+            log.warning(
+                "table %s: %d value(s) of %s-%d did not decode and went to value_raw; the first, at offset %d: %s",
+                ident,
+                got["failures"],
+                self.topic,
+                batch.column("partition")[0].as_py(),
+                batch.column("offset")[row].as_py(),
+                why,
+                extra={"topic": self.topic},
+            )
 
         def flat(col: dict, typ):
             validity = pa.py_buffer(col["validity"]) if col["nulls"] else None
             if typ == pa.binary():
-                return pa.Array.from_buffers(typ, n, [validity, pa.py_buffer(col["offsets"]), pa.py_buffer(col["data"])],
-                                             null_count=col["nulls"])
+                return pa.Array.from_buffers(
+                    typ, n, [validity, pa.py_buffer(col["offsets"]), pa.py_buffer(col["data"])], null_count=col["nulls"]
+                )
             return pa.Array.from_buffers(typ, n, [validity, pa.py_buffer(col["values"])], null_count=col["nulls"])
 
-        arrays = [self.tree.arrow_array(got["columns"]) if f.name == "value" else batch.column(f.name)
-                  for f in batch.schema]
+        arrays = [
+            self.tree.arrow_array(got["columns"]) if f.name == "value" else batch.column(f.name) for f in batch.schema
+        ]
         arrays += [flat(got["schema_id"], pa.int32()), flat(got["raw"], pa.binary())]
         return pa.RecordBatch.from_arrays(arrays, schema=out_schema)
 

@@ -72,15 +72,23 @@ class ValueSchema(NamedTuple):
     schema_type: str = "AVRO"  # the registry's schemaType: AVRO, JSON or PROTOBUF
 
 
-
 # --- Avro schema to an abstract column type ------------------------------------------
 # An abstract type: ("boolean"|"int"|"long"|"float"|"double"|"string"|"binary"|"date"|
 # "timestamp") or ("struct", [(name, type), ...]) or ("list", type); None: not representable.
 
+
 def _named(schema: Any, names: dict[str, Any], namespace: str | None) -> Any:
     """Resolve a reference to a named type; register named types as they are defined."""
-    if isinstance(schema, str) and schema not in ("null", "boolean", "int", "long", "float", "double", "bytes",
-                                                    "string"):
+    if isinstance(schema, str) and schema not in (
+        "null",
+        "boolean",
+        "int",
+        "long",
+        "float",
+        "double",
+        "bytes",
+        "string",
+    ):
         full = schema if "." in schema or namespace is None else f"{namespace}.{schema}"
         for candidate in (full, schema):
             if candidate in names:
@@ -105,8 +113,7 @@ def _namespace(schema: Any, namespace: str | None) -> str | None:
 MAX_DEPTH = 32  # nesting the broker follows; a recursive schema goes deeper and has no columns
 
 
-def column_type(schema: Any, names: dict[str, Any] | None = None, namespace: str | None = None,
-                depth: int = 0) -> Any:
+def column_type(schema: Any, names: dict[str, Any] | None = None, namespace: str | None = None, depth: int = 0) -> Any:
     """The table type of an Avro schema (parsed JSON), or None when it has none."""
     names = {} if names is None else names
     if depth > MAX_DEPTH:
@@ -116,8 +123,15 @@ def column_type(schema: Any, names: dict[str, Any] | None = None, namespace: str
         branches = [b for b in schema if b != "null" and b != {"type": "null"}]
         return column_type(branches[0], names, namespace, depth + 1) if len(branches) == 1 else None
     if isinstance(schema, str):
-        return {"boolean": "boolean", "int": "int", "long": "long", "float": "float", "double": "double",
-                "bytes": "binary", "string": "string"}.get(schema)
+        return {
+            "boolean": "boolean",
+            "int": "int",
+            "long": "long",
+            "float": "float",
+            "double": "double",
+            "bytes": "binary",
+            "string": "string",
+        }.get(schema)
     if not isinstance(schema, dict):
         return None
     t, logical = schema.get("type"), schema.get("logicalType")
@@ -192,17 +206,30 @@ def json_column_type(schema: Any, root: Any = None, refs: tuple[str, ...] = (), 
 
 # --- Protobuf schema to an abstract column type ------------------------------------------
 
+
 def _proto_kinds() -> dict[int, tuple[str, str]]:
     """Field type -> (the wire program's name, the column type)."""
     from google.protobuf.descriptor_pb2 import FieldDescriptorProto as F
 
-    return {F.TYPE_DOUBLE: ("double", "double"), F.TYPE_FLOAT: ("float", "float"), F.TYPE_INT32: ("int32", "int"),
-            F.TYPE_INT64: ("int64", "long"), F.TYPE_UINT32: ("uint32", "long"), F.TYPE_UINT64: ("uint64", "long"),
-            F.TYPE_SINT32: ("sint32", "int"), F.TYPE_SINT64: ("sint64", "long"), F.TYPE_FIXED32: ("fixed32", "long"),
-            F.TYPE_FIXED64: ("fixed64", "long"), F.TYPE_SFIXED32: ("sfixed32", "int"),
-            F.TYPE_SFIXED64: ("sfixed64", "long"), F.TYPE_BOOL: ("bool", "boolean"),
-            F.TYPE_STRING: ("string", "string"), F.TYPE_BYTES: ("bytes", "binary"), F.TYPE_ENUM: ("enum", "string"),
-            F.TYPE_MESSAGE: ("message", "")}
+    return {
+        F.TYPE_DOUBLE: ("double", "double"),
+        F.TYPE_FLOAT: ("float", "float"),
+        F.TYPE_INT32: ("int32", "int"),
+        F.TYPE_INT64: ("int64", "long"),
+        F.TYPE_UINT32: ("uint32", "long"),
+        F.TYPE_UINT64: ("uint64", "long"),
+        F.TYPE_SINT32: ("sint32", "int"),
+        F.TYPE_SINT64: ("sint64", "long"),
+        F.TYPE_FIXED32: ("fixed32", "long"),
+        F.TYPE_FIXED64: ("fixed64", "long"),
+        F.TYPE_SFIXED32: ("sfixed32", "int"),
+        F.TYPE_SFIXED64: ("sfixed64", "long"),
+        F.TYPE_BOOL: ("bool", "boolean"),
+        F.TYPE_STRING: ("string", "string"),
+        F.TYPE_BYTES: ("bytes", "binary"),
+        F.TYPE_ENUM: ("enum", "string"),
+        F.TYPE_MESSAGE: ("message", ""),
+    }
 
 
 class ProtoFile:
@@ -279,8 +306,10 @@ def value_struct(schemas: list[ValueSchema]) -> Any:
         t = schema_type(v)
         if not (isinstance(t, tuple) and t[0] == "struct"):
             if merged is None:
-                raise IcebergError(f"the value schema (id {v.id}) is not an Avro record, a JSON Schema object or a "
-                                   f"Protobuf message, so it has no columns: use iceberg.mode=key_value for this topic")
+                raise IcebergError(
+                    f"the value schema (id {v.id}) is not an Avro record, a JSON Schema object or a "
+                    f"Protobuf message, so it has no columns: use iceberg.mode=key_value for this topic"
+                )
             continue
         merged = t if merged is None else merge_types(merged, t)
     return merged
@@ -288,12 +317,34 @@ def value_struct(schemas: list[ValueSchema]) -> Any:
 
 # --- Iceberg and Arrow types -------------------------------------------------------------
 
-def iceberg_type(t: Any, next_id):
-    from pyiceberg.types import (BinaryType, BooleanType, DateType, DoubleType, FloatType, IntegerType, ListType,
-                                 LongType, NestedField, StringType, StructType, TimestamptzType)
 
-    simple = {"boolean": BooleanType, "int": IntegerType, "long": LongType, "float": FloatType, "double": DoubleType,
-              "string": StringType, "binary": BinaryType, "date": DateType, "timestamp": TimestamptzType}
+def iceberg_type(t: Any, next_id):
+    from pyiceberg.types import (
+        BinaryType,
+        BooleanType,
+        DateType,
+        DoubleType,
+        FloatType,
+        IntegerType,
+        ListType,
+        LongType,
+        NestedField,
+        StringType,
+        StructType,
+        TimestamptzType,
+    )
+
+    simple = {
+        "boolean": BooleanType,
+        "int": IntegerType,
+        "long": LongType,
+        "float": FloatType,
+        "double": DoubleType,
+        "string": StringType,
+        "binary": BinaryType,
+        "date": DateType,
+        "timestamp": TimestamptzType,
+    }
     if isinstance(t, str):
         return simple[t]()
     if t[0] == "struct":
@@ -305,9 +356,17 @@ def from_iceberg(t) -> Any:
     """The abstract type of an Iceberg type (of a table's value struct)."""
     from pyiceberg import types as it
 
-    pairs = [(it.BooleanType, "boolean"), (it.IntegerType, "int"), (it.LongType, "long"), (it.FloatType, "float"),
-             (it.DoubleType, "double"), (it.StringType, "string"), (it.BinaryType, "binary"), (it.DateType, "date"),
-             (it.TimestamptzType, "timestamp")]
+    pairs = [
+        (it.BooleanType, "boolean"),
+        (it.IntegerType, "int"),
+        (it.LongType, "long"),
+        (it.FloatType, "float"),
+        (it.DoubleType, "double"),
+        (it.StringType, "string"),
+        (it.BinaryType, "binary"),
+        (it.DateType, "date"),
+        (it.TimestamptzType, "timestamp"),
+    ]
     for cls, name in pairs:
         if isinstance(t, cls):
             return name
@@ -318,8 +377,17 @@ def from_iceberg(t) -> Any:
     raise IcebergError(f"the table's value column has a type the broker does not write: {t}")
 
 
-_KIND = {"boolean": "boolean", "int": "int", "long": "long", "float": "float", "double": "double",
-         "string": "string", "binary": "binary", "date": "int", "timestamp": "long"}
+_KIND = {
+    "boolean": "boolean",
+    "int": "int",
+    "long": "long",
+    "float": "float",
+    "double": "double",
+    "string": "string",
+    "binary": "binary",
+    "date": "int",
+    "timestamp": "long",
+}
 
 
 class ReaderTree:
@@ -347,9 +415,17 @@ class ReaderTree:
 
         t = self.types[i]
         if isinstance(t, str):
-            return {"boolean": pa.bool_(), "int": pa.int32(), "long": pa.int64(), "float": pa.float32(),
-                    "double": pa.float64(), "string": pa.string(), "binary": pa.binary(), "date": pa.date32(),
-                    "timestamp": pa.timestamp("us", tz="UTC")}[t]
+            return {
+                "boolean": pa.bool_(),
+                "int": pa.int32(),
+                "long": pa.int64(),
+                "float": pa.float32(),
+                "double": pa.float64(),
+                "string": pa.string(),
+                "binary": pa.binary(),
+                "date": pa.date32(),
+                "timestamp": pa.timestamp("us", tz="UTC"),
+            }[t]
         children = self.nodes[i][1]
         if t[0] == "struct":
             return pa.struct([pa.field(n, self.arrow_type(c)) for (n, _), c in zip(t[1], children)])
@@ -370,20 +446,29 @@ class ReaderTree:
             kids = [self.arrow_array(columns, k) for k in children]
             return pa.Array.from_buffers(typ, c["len"], [validity], null_count=c["nulls"], children=kids)
         if kind == "list":
-            return pa.Array.from_buffers(typ, c["len"], [validity, pa.py_buffer(c["offsets"])],
-                                         null_count=c["nulls"], children=[self.arrow_array(columns, children[0])])
+            return pa.Array.from_buffers(
+                typ,
+                c["len"],
+                [validity, pa.py_buffer(c["offsets"])],
+                null_count=c["nulls"],
+                children=[self.arrow_array(columns, children[0])],
+            )
         return pa.Array.from_buffers(typ, c["len"], [validity, pa.py_buffer(c["values"])], null_count=c["nulls"])
 
 
 # --- writer programs ---------------------------------------------------------------------
+
 
 def _fits(writer: Any, reader: Any) -> bool:
     """Whether a writer column type can fill a reader one (Avro's promotions)."""
     if isinstance(writer, str) and isinstance(reader, str):
         if writer == reader or (writer in ("string", "binary") and reader in ("string", "binary")):
             return True
-        return writer in _PRIMITIVE_RANK and reader in _PRIMITIVE_RANK and \
-            _PRIMITIVE_RANK[writer] <= _PRIMITIVE_RANK[reader]
+        return (
+            writer in _PRIMITIVE_RANK
+            and reader in _PRIMITIVE_RANK
+            and _PRIMITIVE_RANK[writer] <= _PRIMITIVE_RANK[reader]
+        )
     if isinstance(writer, tuple) and isinstance(reader, tuple) and writer[0] == reader[0]:
         return True  # struct/list: matched part by part
     return False
@@ -466,8 +551,9 @@ def _skip_then_null(program: tuple, target: int) -> tuple:
     return ("record", -1, [program, ("null", target)], [])
 
 
-def _compile(w: Any, target: int, tree: ReaderTree, names: dict[str, Any], namespace: str | None,
-             depth: int = 0) -> tuple:
+def _compile(
+    w: Any, target: int, tree: ReaderTree, names: dict[str, Any], namespace: str | None, depth: int = 0
+) -> tuple:
     if depth > MAX_DEPTH:
         raise IcebergError(f"Avro schema nested deeper than {MAX_DEPTH} (a recursive type?)")
     w = _named(w, names, namespace)
@@ -477,8 +563,16 @@ def _compile(w: Any, target: int, tree: ReaderTree, names: dict[str, Any], names
     reader = tree.types[target] if target >= 0 else None
     if target >= 0 and w != "null" and (wtype is None or not _fits(wtype, reader)):
         return _skip_then_null(_compile(w, -1, tree, names, namespace, depth + 1), target)
-    primitive = {"null": "null", "boolean": "boolean", "int": "int", "long": "long", "float": "float",
-                 "double": "double", "bytes": "bytes", "string": "string"}
+    primitive = {
+        "null": "null",
+        "boolean": "boolean",
+        "int": "int",
+        "long": "long",
+        "float": "float",
+        "double": "double",
+        "bytes": "bytes",
+        "string": "string",
+    }
     if isinstance(w, str):
         return (primitive[w], target)
     t = w.get("type")

@@ -146,14 +146,18 @@ def encode_response(api_key: int, version: int, correlation_id: int, body: Struc
     cls = RESPONSES.get(api_key)
     if cls is not None and type(body) is not cls:
         raise ProtocolError(f"{type(body).__qualname__} is not the response of API key {api_key}")
-    return [_encode_frame(ResponseHeader(correlation_id=correlation_id),
-                          response_header_version(api_key, version), body, version)]
+    return [
+        _encode_frame(
+            ResponseHeader(correlation_id=correlation_id), response_header_version(api_key, version), body, version
+        )
+    ]
 
 
 def encode_request(api_key: int, version: int, correlation_id: int, client_id: str | None, body: Struct) -> list[bytes]:
     """Client side: the full request frame (size, header v1/v2, body) as a one-item list."""
-    hdr = RequestHeader(request_api_key=api_key, request_api_version=version,
-                        correlation_id=correlation_id, client_id=client_id)
+    hdr = RequestHeader(
+        request_api_key=api_key, request_api_version=version, correlation_id=correlation_id, client_id=client_id
+    )
     return [_encode_frame(hdr, request_header_version(api_key, version), body, version)]
 
 

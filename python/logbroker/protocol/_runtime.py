@@ -63,8 +63,14 @@ def codec_error(e: Exception, api: str | None, version: int | None, base: int = 
     pos = _POSITION.search(text)
     # a value the version cannot carry: the version is what the peer cannot take
     code = ErrorCode.UNSUPPORTED_VERSION if _ABSENT in text else ErrorCode.INVALID_REQUEST
-    return ProtocolError(text, api=api, version=version, field=field, error_code=code,
-                         position=None if pos is None else base + int(pos.group(1)))
+    return ProtocolError(
+        text,
+        api=api,
+        version=version,
+        field=field,
+        error_code=code,
+        position=None if pos is None else base + int(pos.group(1)),
+    )
 
 
 def check_version(cls, version: int) -> None:
@@ -72,7 +78,9 @@ def check_version(cls, version: int) -> None:
     if not cls._lo <= version <= cls._hi:
         raise ProtocolError(
             f"version {version} is outside {cls._lo}-{cls._hi}",
-            api=cls._msg, version=version, error_code=ErrorCode.UNSUPPORTED_VERSION,
+            api=cls._msg,
+            version=version,
+            error_code=ErrorCode.UNSUPPORTED_VERSION,
         )
 
 
@@ -145,5 +153,6 @@ class Message(Struct):
     flexible_versions_min: ClassVar[int | None]
 
     if TYPE_CHECKING:  # each generated subclass defines its own fields and __init__
+
         def __init__(self, **fields: Any) -> None: ...
         def __getattr__(self, name: str) -> Any: ...

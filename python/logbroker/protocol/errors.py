@@ -71,6 +71,4 @@ class ProtocolError(Exception):
 
 
 def _rebuild(reason, api, version, field, position, code):
-    return ProtocolError(
-        reason, api=api, version=version, field=field, position=position, error_code=ErrorCode(code)
-    )
+    return ProtocolError(reason, api=api, version=version, field=field, position=position, error_code=ErrorCode(code))

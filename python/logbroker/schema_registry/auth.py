@@ -23,7 +23,9 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from logbroker.broker.http_basic_auth import ANONYMOUS, METHODS, BasicAuth, Unauthenticated
-from logbroker.common.acl import CLUSTER_NAME, AclOperation as Op, ResourceType as Res
+from logbroker.common.acl import CLUSTER_NAME
+from logbroker.common.acl import AclOperation as Op
+from logbroker.common.acl import ResourceType as Res
 
 __all__ = ["ANONYMOUS", "METHODS", "RegistryAuth", "Unauthenticated", "resource_of"]
 

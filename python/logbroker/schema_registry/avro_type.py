@@ -72,5 +72,7 @@ def incompatibilities(reader: avro.schema.Schema, writer: avro.schema.Schema) ->
     kinds = [getattr(k, "value", str(k)) for k in (result.incompatibilities or [])]
     locations = sorted(result.locations or [])
     messages = sorted(str(m) for m in (result.messages or []))
-    return [f"{', '.join(kinds) or 'incompatible'} at {', '.join(locations) or '/'}"
-            + (f" ({', '.join(messages)})" if messages else "")]
+    return [
+        f"{', '.join(kinds) or 'incompatible'} at {', '.join(locations) or '/'}"
+        + (f" ({', '.join(messages)})" if messages else "")
+    ]

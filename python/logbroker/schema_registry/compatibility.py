@@ -29,9 +29,13 @@ def check(level: str, new: Any, earlier: Sequence[tuple[int, Any]], incompatibil
     out: list[str] = []
     for version, old in reversed(against):
         if base in ("BACKWARD", "FULL"):
-            out += [f"version {version} (BACKWARD: the new schema must read its data): {m}"
-                    for m in incompatibilities(new, old)]
+            out += [
+                f"version {version} (BACKWARD: the new schema must read its data): {m}"
+                for m in incompatibilities(new, old)
+            ]
         if base in ("FORWARD", "FULL"):
-            out += [f"version {version} (FORWARD: it must read the new schema's data): {m}"
-                    for m in incompatibilities(old, new)]
+            out += [
+                f"version {version} (FORWARD: it must read the new schema's data): {m}"
+                for m in incompatibilities(old, new)
+            ]
     return out

@@ -33,8 +33,14 @@ class StoreError(Exception):
 
 
 class KafkaStore:
-    def __init__(self, bootstrap: str, state: RegistryState, replication_factor: int = 1,
-                 client_config: dict | None = None, publish=None) -> None:
+    def __init__(
+        self,
+        bootstrap: str,
+        state: RegistryState,
+        replication_factor: int = 1,
+        client_config: dict | None = None,
+        publish=None,
+    ) -> None:
         """`publish(subject, ids)`: told each subject's live ids as they change (the data
         path's check of schema-validated topics)."""
         self.publish = publish
@@ -48,8 +54,10 @@ class KafkaStore:
         self._admin: Admin | None = None
 
     async def run(self, *, task_status: trio.TaskStatus = trio.TASK_STATUS_IGNORED) -> None:
-        async with Admin(self.bootstrap, client_id="logbroker-schema-registry", **self.client_config) as admin, \
-                Producer(self.bootstrap, client_id="logbroker-schema-registry", **self.client_config) as producer:
+        async with (
+            Admin(self.bootstrap, client_id="logbroker-schema-registry", **self.client_config) as admin,
+            Producer(self.bootstrap, client_id="logbroker-schema-registry", **self.client_config) as producer,
+        ):
             self._admin, self._producer = admin, producer
             await self._ensure_topic(admin)
             task_status.started()
@@ -57,18 +65,27 @@ class KafkaStore:
                 nursery.start_soon(self._tail)
                 await self.catch_up()
                 self.ready.set()
-                log.info("schema registry: read %s to offset %d (%d subjects, %d schemas)", TOPIC,
-                         self.state.next_offset, len(self.state.subjects), len(self.state.schemas))
+                log.info(
+                    "schema registry: read %s to offset %d (%d subjects, %d schemas)",
+                    TOPIC,
+                    self.state.next_offset,
+                    len(self.state.subjects),
+                    len(self.state.schemas),
+                )
 
     async def _ensure_topic(self, admin: Admin) -> None:
         while True:
             try:
                 if TOPIC in await admin.list_topics(timeout=TIMEOUT_S):
                     return
-                await admin.create_topics([NewTopic(TOPIC, 1, self.replication_factor,
-                                                    {"cleanup.policy": "compact"})], timeout=TIMEOUT_S)
-                log.info("schema registry: created topic %s (compacted, replication factor %d)", TOPIC,
-                         self.replication_factor)
+                await admin.create_topics(
+                    [NewTopic(TOPIC, 1, self.replication_factor, {"cleanup.policy": "compact"})], timeout=TIMEOUT_S
+                )
+                log.info(
+                    "schema registry: created topic %s (compacted, replication factor %d)",
+                    TOPIC,
+                    self.replication_factor,
+                )
                 return
             except TopicAlreadyExistsError:
                 return
@@ -77,8 +94,9 @@ class KafkaStore:
                 await trio.sleep(0.5)
 
     async def _tail(self) -> None:
-        async with Consumer(self.bootstrap, client_id="logbroker-schema-registry", enable_auto_commit=False,
-                            **self.client_config) as consumer:
+        async with Consumer(
+            self.bootstrap, client_id="logbroker-schema-registry", enable_auto_commit=False, **self.client_config
+        ) as consumer:
             await consumer.assign([(TOPIC, 0)])
             await consumer.seek_to_beginning()
             while True:
@@ -98,8 +116,10 @@ class KafkaStore:
             while self.state.next_offset < offset:
                 await self._moved.wait()
             return
-        raise StoreError(f"{what}: {TOPIC} was not read up to offset {offset} within {TIMEOUT_S:.0f} s "
-                         f"(read up to {self.state.next_offset})")
+        raise StoreError(
+            f"{what}: {TOPIC} was not read up to offset {offset} within {TIMEOUT_S:.0f} s "
+            f"(read up to {self.state.next_offset})"
+        )
 
     async def catch_up(self) -> None:
         assert self._admin is not None

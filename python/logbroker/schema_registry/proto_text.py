@@ -24,21 +24,35 @@ from logbroker.schema_registry.errors import InvalidSchema
 F = pb.FieldDescriptorProto
 
 SCALARS = {
-    "double": F.TYPE_DOUBLE, "float": F.TYPE_FLOAT, "int64": F.TYPE_INT64, "uint64": F.TYPE_UINT64,
-    "int32": F.TYPE_INT32, "fixed64": F.TYPE_FIXED64, "fixed32": F.TYPE_FIXED32, "bool": F.TYPE_BOOL,
-    "string": F.TYPE_STRING, "bytes": F.TYPE_BYTES, "uint32": F.TYPE_UINT32, "sfixed32": F.TYPE_SFIXED32,
-    "sfixed64": F.TYPE_SFIXED64, "sint32": F.TYPE_SINT32, "sint64": F.TYPE_SINT64,
+    "double": F.TYPE_DOUBLE,
+    "float": F.TYPE_FLOAT,
+    "int64": F.TYPE_INT64,
+    "uint64": F.TYPE_UINT64,
+    "int32": F.TYPE_INT32,
+    "fixed64": F.TYPE_FIXED64,
+    "fixed32": F.TYPE_FIXED32,
+    "bool": F.TYPE_BOOL,
+    "string": F.TYPE_STRING,
+    "bytes": F.TYPE_BYTES,
+    "uint32": F.TYPE_UINT32,
+    "sfixed32": F.TYPE_SFIXED32,
+    "sfixed64": F.TYPE_SFIXED64,
+    "sint32": F.TYPE_SINT32,
+    "sint64": F.TYPE_SINT64,
 }
 SCALAR_NAMES = {v: k for k, v in SCALARS.items()}
 LABELS = {"optional": F.LABEL_OPTIONAL, "required": F.LABEL_REQUIRED, "repeated": F.LABEL_REPEATED}
 
-_TOKEN = re.compile(r"""
+_TOKEN = re.compile(
+    r"""
     (?P<space>\s+) | (?P<line>//[^\n]*) | (?P<block>/\*.*?\*/)
   | (?P<string>"(?:[^"\\\n]|\\.)*"|'(?:[^'\\\n]|\\.)*')
   | (?P<number>[-+]?(?:0[xX][0-9a-fA-F]+|\d+\.?\d*(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?|inf|nan)(?![\w.]))
   | (?P<ident>\.?[A-Za-z_][\w]*(?:\.[A-Za-z_][\w]*)*)
   | (?P<symbol>[{}\[\]()<>;,=:])
-""", re.VERBOSE | re.DOTALL)
+""",
+    re.VERBOSE | re.DOTALL,
+)
 
 
 class _Tokens:
@@ -48,7 +62,7 @@ class _Tokens:
         while pos < len(text):
             m = _TOKEN.match(text, pos)
             if m is None:
-                raise InvalidSchema(f"Invalid schema: unexpected {text[pos:pos + 20]!r} at line {line}")
+                raise InvalidSchema(f"Invalid schema: unexpected {text[pos : pos + 20]!r} at line {line}")
             kind = m.lastgroup or ""
             if kind not in ("space", "line", "block"):
                 self.items.append((kind, m.group(), line))
@@ -160,7 +174,9 @@ def _number(tokens: _Tokens, what: str) -> int:
     try:
         return int(t, 0)
     except ValueError:
-        raise InvalidSchema(f"Invalid schema: {what} {t!r} is not a number at line {tokens.items[tokens.i - 1][2]}") from None
+        raise InvalidSchema(
+            f"Invalid schema: {what} {t!r} is not a number at line {tokens.items[tokens.i - 1][2]}"
+        ) from None
 
 
 def _ranges(tokens: _Tokens, max_value: int) -> tuple[list[tuple[int, int]], list[str]]:
@@ -534,8 +550,11 @@ def _value_text(field, value) -> str:
 
 
 def _options_text(options) -> list[str]:
-    return [f"{field.name} = {_value_text(field, value)}" for field, value in options.ListFields()
-            if not _is_repeated(field)]
+    return [
+        f"{field.name} = {_value_text(field, value)}"
+        for field, value in options.ListFields()
+        if not _is_repeated(field)
+    ]
 
 
 def _is_repeated(field) -> bool:
@@ -546,7 +565,7 @@ def _is_repeated(field) -> bool:
 def _print_message(m: pb.DescriptorProto, proto3: bool, out: list[str], indent: str) -> None:
     out.append(f"{indent}message {m.name} {{")
     inner = indent + "  "
-    for o in (_options_text(m.options) if m.HasField("options") else []):
+    for o in _options_text(m.options) if m.HasField("options") else []:
         out.append(f"{inner}option {o};")
     maps = {f"{m.name}.{n.name}" for n in m.nested_type if n.options.map_entry}
     entries = {n.name: n for n in m.nested_type if n.options.map_entry}
@@ -611,7 +630,7 @@ def _field_text(f: pb.FieldDescriptorProto, proto3: bool, entries: dict, maps: s
 
 def _print_enum(e: pb.EnumDescriptorProto, out: list[str], indent: str) -> None:
     out.append(f"{indent}enum {e.name} {{")
-    for o in (_options_text(e.options) if e.HasField("options") else []):
+    for o in _options_text(e.options) if e.HasField("options") else []:
         out.append(f"{indent}  option {o};")
     for v in e.value:
         out.append(f"{indent}  {v.name} = {v.number};")

@@ -37,15 +37,27 @@ F = pb.FieldDescriptorProto
 
 Resolve = Callable[[Reference], tuple[str, tuple[Reference, ...]]]
 
-WELL_KNOWN = ("any", "api", "duration", "empty", "field_mask", "source_context", "struct", "timestamp", "type",
-              "wrappers", "descriptor")
+WELL_KNOWN = (
+    "any",
+    "api",
+    "duration",
+    "empty",
+    "field_mask",
+    "source_context",
+    "struct",
+    "timestamp",
+    "type",
+    "wrappers",
+    "descriptor",
+)
 
 
 def _well_known(path: str) -> pb.FileDescriptorProto | None:
-    if not path.startswith("google/protobuf/") or path[len("google/protobuf/"):-len(".proto")] not in WELL_KNOWN:
+    if not path.startswith("google/protobuf/") or path[len("google/protobuf/") : -len(".proto")] not in WELL_KNOWN:
         return None
     import importlib
-    importlib.import_module(f"google.protobuf.{path[len('google/protobuf/'):-len('.proto')]}_pb2")
+
+    importlib.import_module(f"google.protobuf.{path[len('google/protobuf/') : -len('.proto')]}_pb2")
     out = pb.FileDescriptorProto()
     descriptor_pool.Default().FindFileByName(path).CopyToProto(out)
     return out
@@ -125,12 +137,14 @@ def messages_of(fd: pb.FileDescriptorProto) -> tuple[dict[str, pb.DescriptorProt
     enums: dict[str, pb.EnumDescriptorProto] = {}
     files = [fd] + [k for k in (_well_known(path) for path in fd.dependency) if k is not None]
     for f in files:
+
         def walk(scope: str, ms, es) -> None:
             for e in es:
                 enums[f"{scope}.{e.name}"] = e
             for m in ms:
                 messages[f"{scope}.{m.name}"] = m
                 walk(f"{scope}.{m.name}", m.nested_type, m.enum_type)
+
         walk("." + f.package if f.package else "", f.message_type, f.enum_type)
     return messages, enums
 
@@ -148,8 +162,13 @@ def serialized(parsed: Parsed) -> str:
 
 # --- compatibility --------------------------------------------------------------------------
 
-_GROUPS = [{F.TYPE_INT32, F.TYPE_UINT32, F.TYPE_INT64, F.TYPE_UINT64, F.TYPE_BOOL}, {F.TYPE_SINT32, F.TYPE_SINT64},
-           {F.TYPE_FIXED32, F.TYPE_SFIXED32}, {F.TYPE_FIXED64, F.TYPE_SFIXED64}, {F.TYPE_STRING, F.TYPE_BYTES}]
+_GROUPS = [
+    {F.TYPE_INT32, F.TYPE_UINT32, F.TYPE_INT64, F.TYPE_UINT64, F.TYPE_BOOL},
+    {F.TYPE_SINT32, F.TYPE_SINT64},
+    {F.TYPE_FIXED32, F.TYPE_SFIXED32},
+    {F.TYPE_FIXED64, F.TYPE_SFIXED64},
+    {F.TYPE_STRING, F.TYPE_BYTES},
+]
 
 
 def _messages(fd: pb.FileDescriptorProto) -> dict[str, pb.DescriptorProto]:
@@ -197,8 +216,10 @@ def incompatibilities(reader: Parsed, writer: Parsed) -> list[str]:
                 out.append(f"{at}: kind changed from {_kind(of)} to {_kind(nf)}")
             elif of.type not in (F.TYPE_MESSAGE, F.TYPE_ENUM):
                 if not _scalar_compatible(of.type, nf.type):
-                    out.append(f"{at}: type changed from {proto_text.SCALAR_NAMES[of.type]} to "
-                               f"{proto_text.SCALAR_NAMES[nf.type]}")
+                    out.append(
+                        f"{at}: type changed from {proto_text.SCALAR_NAMES[of.type]} to "
+                        f"{proto_text.SCALAR_NAMES[nf.type]}"
+                    )
             elif of.type_name != nf.type_name and not _same_map(old_messages, new_messages, of, nf):
                 out.append(f"{at}: type changed from {of.type_name} to {nf.type_name}")
             if (of.label == F.LABEL_REQUIRED) != (nf.label == F.LABEL_REQUIRED):

@@ -58,8 +58,13 @@ def schema_key(subject: str, version: int) -> bytes:
 
 
 def schema_value(v: SchemaValue) -> bytes:
-    out: dict[str, Any] = {"subject": v.subject, "version": v.version, "id": v.id, "schema": v.schema,
-                           "deleted": v.deleted}
+    out: dict[str, Any] = {
+        "subject": v.subject,
+        "version": v.version,
+        "id": v.id,
+        "schema": v.schema,
+        "deleted": v.deleted,
+    }
     if v.schema_type != "AVRO":
         out["schemaType"] = v.schema_type
     if v.references:
@@ -110,9 +115,17 @@ def parse_json(data: bytes | None, what: str) -> dict[str, Any] | None:
 
 def parse_schema_value(value: dict[str, Any]) -> SchemaValue:
     try:
-        refs = tuple(Reference(str(r["name"]), str(r["subject"]), int(r["version"]))
-                     for r in value.get("references") or [])
-        return SchemaValue(str(value["subject"]), int(value["version"]), int(value["id"]), str(value["schema"]),
-                           str(value.get("schemaType") or "AVRO"), refs, bool(value.get("deleted", False)))
+        refs = tuple(
+            Reference(str(r["name"]), str(r["subject"]), int(r["version"])) for r in value.get("references") or []
+        )
+        return SchemaValue(
+            str(value["subject"]),
+            int(value["version"]),
+            int(value["id"]),
+            str(value["schema"]),
+            str(value.get("schemaType") or "AVRO"),
+            refs,
+            bool(value.get("deleted", False)),
+        )
     except (KeyError, TypeError, ValueError) as e:
         raise RecordError(f"SCHEMA value {value!r:.200} lacks or mistypes a field: {e}") from None

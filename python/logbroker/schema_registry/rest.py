@@ -95,13 +95,19 @@ class RegistryApi:
             with trio.move_on_after(READY_TIMEOUT_S):
                 await self.store.ready.wait()
             if not self.store.ready.is_set():
-                raise RegistryError(50002, f"the registry has not read {TOPIC} yet (is the topic's "
-                                           "replication factor more than the brokers registered?); try again")
+                raise RegistryError(
+                    50002,
+                    f"the registry has not read {TOPIC} yet (is the topic's "
+                    "replication factor more than the brokers registered?); try again",
+                )
 
         def check(operation: int, subject: str | None) -> None:
             if self.auth is not None and not self.auth.may(principal, request.peer, operation, subject):
-                raise RegistryError(40301, f"User {principal} is denied operation {Op(operation).name} on "
-                                           f"{'Subject: ' + subject if subject is not None else 'the cluster'}")
+                raise RegistryError(
+                    40301,
+                    f"User {principal} is denied operation {Op(operation).name} on "
+                    f"{'Subject: ' + subject if subject is not None else 'the cluster'}",
+                )
 
         def readable(subject: str) -> bool:
             return self.auth is None or self.auth.may(principal, request.peer, Op.DESCRIBE, subject)
@@ -109,8 +115,9 @@ class RegistryApi:
         if len(parts) >= 2 and parts[0] in ("subjects", "config", "mode"):
             subject = parts[1]
             if parts[0] == "subjects":
-                operation = {"GET": Op.DESCRIBE, "DELETE": Op.DELETE}.get(m, Op.WRITE if parts[2:3] == ["versions"]
-                                                                         else Op.DESCRIBE)
+                operation = {"GET": Op.DESCRIBE, "DELETE": Op.DELETE}.get(
+                    m, Op.WRITE if parts[2:3] == ["versions"] else Op.DESCRIBE
+                )
             else:
                 operation = Op.DESCRIBE if m == "GET" else Op.ALTER_CONFIGS
             check(operation, subject)
@@ -160,8 +167,9 @@ class RegistryApi:
                 level = self.state.configs.get(subject)
                 if level is None:
                     if not _flag(request, "defaultToGlobal"):
-                        raise RegistryError(40408, f"Subject '{subject}' does not have subject-level compatibility "
-                                                   "configured")
+                        raise RegistryError(
+                            40408, f"Subject '{subject}' does not have subject-level compatibility configured"
+                        )
                     level = self.state.level(None)
                 return ok({"compatibilityLevel": level})
             case ["config", subject] if m == "DELETE":
@@ -189,8 +197,9 @@ class RegistryApi:
                 return ok({"mode": mode})
         known = ("schemas", "subjects", "compatibility", "config", "mode")
         if parts and parts[0] in known:
-            raise HttpError(405 if m not in ("GET", "POST", "PUT", "DELETE") else 404,
-                            f"{m} {request.path}: no such resource")
+            raise HttpError(
+                405 if m not in ("GET", "POST", "PUT", "DELETE") else 404, f"{m} {request.path}: no such resource"
+            )
         raise HttpError(404, f"{m} {request.path}: no such resource")
 
     # --- reads --------------------------------------------------------------------------
@@ -202,8 +211,9 @@ class RegistryApi:
             raise RegistryError(40403, f"Schema {schema_id} not found")
         match rest:
             case []:
-                out: dict[str, Any] = {"schema": self._rendered(content.schema_type, content.schema,
-                                                                content.references, request)}
+                out: dict[str, Any] = {
+                    "schema": self._rendered(content.schema_type, content.schema, content.references, request)
+                }
                 if content.schema_type != "AVRO":
                     out["schemaType"] = content.schema_type
                 if content.references:
@@ -214,8 +224,13 @@ class RegistryApi:
             case ["subjects"]:
                 return ok(sorted({sv.subject for sv in usages if _flag(request, "deleted") or not sv.deleted}))
             case ["versions"]:
-                return ok([{"subject": sv.subject, "version": sv.version}
-                           for sv in usages if _flag(request, "deleted") or not sv.deleted])
+                return ok(
+                    [
+                        {"subject": sv.subject, "version": sv.version}
+                        for sv in usages
+                        if _flag(request, "deleted") or not sv.deleted
+                    ]
+                )
         raise HttpError(404, f"GET {request.path}: no such resource")
 
     def _rendered(self, schema_type: str, schema: str, references: tuple[Reference, ...], request: Request) -> str:
@@ -237,8 +252,11 @@ class RegistryApi:
         else:
             n = _int(v, "version", 42202)
             if n < 1:
-                raise RegistryError(42202, f"The specified version '{v}' is not a valid version id. Allowed values "
-                                           "are between [1, 2^31-1] and the string \"latest\"")
+                raise RegistryError(
+                    42202,
+                    f"The specified version '{v}' is not a valid version id. Allowed values "
+                    'are between [1, 2^31-1] and the string "latest"',
+                )
             sv = self.state.version(subject, n, deleted)
         if sv is None:
             raise RegistryError(40402, f"Version {v} not found.")
@@ -248,21 +266,26 @@ class RegistryApi:
         """The schema of a request body, in stored form and parsed; 42201 when invalid."""
         body = request.json()
         if not isinstance(body, dict) or not isinstance(body.get("schema"), str):
-            raise RegistryError(42201, "Invalid schema: the body needs a \"schema\" string")
+            raise RegistryError(42201, 'Invalid schema: the body needs a "schema" string')
         schema_type = str(body.get("schemaType") or "AVRO").upper()
         kind = TYPES.get(schema_type)
         if kind is None:
-            raise RegistryError(42201, f"Invalid schema: unknown schemaType {schema_type!r} (served: "
-                                       f"{', '.join(sorted(TYPES))})")
+            raise RegistryError(
+                42201, f"Invalid schema: unknown schemaType {schema_type!r} (served: {', '.join(sorted(TYPES))})"
+            )
         try:
-            refs = tuple(Reference(str(r["name"]), str(r["subject"]), int(r["version"]))
-                         for r in body.get("references") or [])
+            refs = tuple(
+                Reference(str(r["name"]), str(r["subject"]), int(r["version"])) for r in body.get("references") or []
+            )
         except (KeyError, TypeError, ValueError) as e:
             raise RegistryError(42201, f"Invalid schema: a reference lacks name, subject or version ({e})") from None
         for ref in refs:
             if self.state.version(ref.subject, ref.version) is None:
-                raise RegistryError(42201, f"Invalid schema: reference {ref.name} names {ref.subject} version "
-                                           f"{ref.version}, which is not registered")
+                raise RegistryError(
+                    42201,
+                    f"Invalid schema: reference {ref.name} names {ref.subject} version "
+                    f"{ref.version}, which is not registered",
+                )
         try:
             stored = kind.stored_form(body["schema"])
             parsed = kind.parse(stored, refs, self._resolve)
@@ -291,8 +314,9 @@ class RegistryApi:
                 return ok(_describe(sv))
         raise RegistryError(40403, "Schema not found")
 
-    def _incompatibilities(self, subject: str, content: Content, parsed: Any, level: str,
-                           upto: SchemaValue | None = None) -> list[str]:
+    def _incompatibilities(
+        self, subject: str, content: Content, parsed: Any, level: str, upto: SchemaValue | None = None
+    ) -> list[str]:
         earlier = [upto] if upto is not None else self.state.versions(subject)
         kind = TYPES[content.schema_type]
 
@@ -302,9 +326,15 @@ class RegistryApi:
                 return [f"schemaType changed between {other.schema_type} and {content.schema_type}"]
             return kind.incompatibilities(reader, writer)
 
-        return compatibility.check(level, parsed, [
-            (sv.version, self._parsed(sv) if sv.schema_type == content.schema_type else _OtherType(sv.schema_type))
-            for sv in earlier], incompatibilities)
+        return compatibility.check(
+            level,
+            parsed,
+            [
+                (sv.version, self._parsed(sv) if sv.schema_type == content.schema_type else _OtherType(sv.schema_type))
+                for sv in earlier
+            ],
+            incompatibilities,
+        )
 
     def _test_compatibility(self, subject: str, v: str | None, request: Request) -> dict[str, Any]:
         content, parsed = self._submitted(request)
@@ -313,8 +343,9 @@ class RegistryApi:
             messages = self._incompatibilities(subject, content, parsed, level)
         else:
             sv = self._version(subject, v, False)
-            messages = self._incompatibilities(subject, content, parsed,
-                                               level.removesuffix("_TRANSITIVE") if level != "NONE" else level, sv)
+            messages = self._incompatibilities(
+                subject, content, parsed, level.removesuffix("_TRANSITIVE") if level != "NONE" else level, sv
+            )
         out: dict[str, Any] = {"is_compatible": not messages}
         if _flag(request, "verbose"):
             out["messages"] = messages
@@ -347,15 +378,20 @@ class RegistryApi:
                 if mode != "IMPORT":
                     messages = self._incompatibilities(subject, content, parsed, self.state.level(subject))
                     if messages:
-                        raise RegistryError(409, f"Schema being registered is incompatible with an earlier schema "
-                                                 f"for subject \"{subject}\", details: {messages}")
+                        raise RegistryError(
+                            409,
+                            f"Schema being registered is incompatible with an earlier schema "
+                            f'for subject "{subject}", details: {messages}',
+                        )
                 schema_id = self.state.id_of(content)
                 if wanted_id is not None:
                     schema_id = _int(str(wanted_id), "id", 42201)
                     held = self.state.schemas.get(schema_id)
                     if held is not None and held != content:
-                        raise RegistryError(42207, f"Overwrite new schema with id {schema_id} is not permitted: the "
-                                                   "id names another schema")
+                        raise RegistryError(
+                            42207,
+                            f"Overwrite new schema with id {schema_id} is not permitted: the id names another schema",
+                        )
                 if schema_id is None:
                     schema_id = self.state.max_id + 1
                 version = self.state.next_version(subject)
@@ -365,8 +401,9 @@ class RegistryApi:
                 await self.store.write(records.schema_key(subject, version), records.schema_value(sv))
                 if self.state.version(subject, version) == sv:
                     return _describe(sv)
-            raise RegistryError(50002, f"registering under {subject} lost {RETRIES} races with other writers; "
-                                       "try again")
+            raise RegistryError(
+                50002, f"registering under {subject} lost {RETRIES} races with other writers; try again"
+            )
 
     async def _delete_subject(self, subject: str, permanent: bool) -> list[int]:
         async with self._lock():
@@ -378,22 +415,27 @@ class RegistryApi:
             live = [sv for sv in every if not sv.deleted]
             for sv in every:
                 if self.state.referenced_by(subject, sv.version):
-                    raise RegistryError(42206, f"One or more references exist to the schema {{subject={subject},"
-                                               f"version={sv.version}}}")
+                    raise RegistryError(
+                        42206, f"One or more references exist to the schema {{subject={subject},version={sv.version}}}"
+                    )
             if permanent:
                 if live:
-                    raise RegistryError(40405, f"Subject '{subject}' was not deleted first before being deleted "
-                                               "permanently")
+                    raise RegistryError(
+                        40405, f"Subject '{subject}' was not deleted first before being deleted permanently"
+                    )
                 for sv in every:
                     await self.store.write(records.schema_key(subject, sv.version), None)
-                await self.store.write(records.subject_key("CLEAR_SUBJECT", subject),
-                                       records.subject_value(subject, every[-1].version))
+                await self.store.write(
+                    records.subject_key("CLEAR_SUBJECT", subject), records.subject_value(subject, every[-1].version)
+                )
                 return [sv.version for sv in every]
             if not live:
-                raise RegistryError(40404, f"Subject '{subject}' was soft deleted. Set permanent=true to delete "
-                                           "permanently")
-            await self.store.write(records.subject_key("DELETE_SUBJECT", subject),
-                                   records.subject_value(subject, live[-1].version))
+                raise RegistryError(
+                    40404, f"Subject '{subject}' was soft deleted. Set permanent=true to delete permanently"
+                )
+            await self.store.write(
+                records.subject_key("DELETE_SUBJECT", subject), records.subject_value(subject, live[-1].version)
+            )
             return [sv.version for sv in live]
 
     async def _delete_version(self, subject: str, v: str, permanent: bool) -> int:
@@ -402,27 +444,39 @@ class RegistryApi:
             self._writable(subject)
             sv = self._version(subject, v, permanent)
             if self.state.referenced_by(subject, sv.version):
-                raise RegistryError(42206, f"One or more references exist to the schema {{subject={subject},"
-                                           f"version={sv.version}}}")
+                raise RegistryError(
+                    42206, f"One or more references exist to the schema {{subject={subject},version={sv.version}}}"
+                )
             if permanent:
                 if not sv.deleted:
-                    raise RegistryError(40407, f"Subject '{subject}' Version {sv.version} was not deleted first "
-                                               "before being deleted permanently")
+                    raise RegistryError(
+                        40407,
+                        f"Subject '{subject}' Version {sv.version} was not deleted first "
+                        "before being deleted permanently",
+                    )
                 await self.store.write(records.schema_key(subject, sv.version), None)
             else:
                 if sv.deleted:
-                    raise RegistryError(40406, f"Subject '{subject}' Version {sv.version} was soft deleted. Set "
-                                               "permanent=true to delete permanently")
+                    raise RegistryError(
+                        40406,
+                        f"Subject '{subject}' Version {sv.version} was soft deleted. Set "
+                        "permanent=true to delete permanently",
+                    )
                 gone = SchemaValue(sv.subject, sv.version, sv.id, sv.schema, sv.schema_type, sv.references, True)
                 await self.store.write(records.schema_key(subject, sv.version), records.schema_value(gone))
             return sv.version
 
     async def _set_config(self, subject: str | None, request: Request) -> dict[str, str]:
         body = request.json()
-        level = str(body.get("compatibility") or body.get("compatibilityLevel") or "").upper() \
-            if isinstance(body, dict) else ""
+        level = (
+            str(body.get("compatibility") or body.get("compatibilityLevel") or "").upper()
+            if isinstance(body, dict)
+            else ""
+        )
         if level not in compatibility.LEVELS:
-            raise RegistryError(42203, f"Invalid compatibility level {level!r}: one of {', '.join(compatibility.LEVELS)}")
+            raise RegistryError(
+                42203, f"Invalid compatibility level {level!r}: one of {', '.join(compatibility.LEVELS)}"
+            )
         async with self._lock():
             await self.store.write(records.config_key(subject), records.config_value(level))
         return {"compatibility": level}
@@ -462,4 +516,3 @@ def _describe(sv: SchemaValue) -> dict[str, Any]:
     if sv.references:
         out["references"] = [r.to_json() for r in sv.references]
     return out
-

@@ -24,8 +24,14 @@ def _error(status: int, message: str) -> Response:
 
 
 class SchemaRegistryServer:
-    def __init__(self, bootstrap: str, replication_factor: int = 1, client_config: dict | None = None,
-                 auth: RegistryAuth | None = None, table=None) -> None:
+    def __init__(
+        self,
+        bootstrap: str,
+        replication_factor: int = 1,
+        client_config: dict | None = None,
+        auth: RegistryAuth | None = None,
+        table=None,
+    ) -> None:
         """`table`: the broker's data-path partition table, told the ids of every subject (for
         confluent.{key,value}.schema.validation topics) and that a registry runs here."""
         self.state = RegistryState()

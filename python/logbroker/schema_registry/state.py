@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from logbroker.schema_registry.records import Reference, RecordError, SchemaValue, parse_json, parse_schema_value
+from logbroker.schema_registry.records import RecordError, Reference, SchemaValue, parse_json, parse_schema_value
 
 log = logging.getLogger("logbroker.schema_registry")
 
@@ -32,6 +32,7 @@ DEFAULT_MODE = "READWRITE"
 @dataclass(frozen=True)
 class Content:
     """What makes two registrations the same schema."""
+
     schema_type: str
     schema: str
     references: tuple[Reference, ...]
@@ -133,8 +134,9 @@ class RegistryState:
                 continue
             self.changed.add(subject)
             if kind == "DELETE_SUBJECT":
-                versions[version] = SchemaValue(sv.subject, sv.version, sv.id, sv.schema, sv.schema_type,
-                                                sv.references, True)
+                versions[version] = SchemaValue(
+                    sv.subject, sv.version, sv.id, sv.schema, sv.schema_type, sv.references, True
+                )
             elif sv.deleted:  # CLEAR_SUBJECT: what the tombstones remove (soft-deleted versions only)
                 self._remove(subject, version)
         if not versions:

@@ -13,4 +13,5 @@ def require_spark_extra() -> None:
     missing = [m for m in SPARK_EXTRA if importlib.util.find_spec(m) is None]
     if missing:
         raise ModuleNotFoundError(
-            f"logbroker.spark needs {' and '.join(missing)}: pip install 'logbroker[spark]'", name=missing[0])
+            f"logbroker.spark needs {' and '.join(missing)}: pip install 'logbroker[spark]'", name=missing[0]
+        )

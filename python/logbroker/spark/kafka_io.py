@@ -9,10 +9,9 @@ in Rust; Python only wraps the buffers (`pyarrow.Array.from_buffers`).
 
 from __future__ import annotations
 
-import time
-
 import re
-from typing import Iterator
+import time
+from collections.abc import Iterator
 
 from logbroker import _core
 from logbroker.arrow_records import arrow_batch
@@ -41,8 +40,9 @@ class Cluster:
 
     def __enter__(self) -> Cluster:
         try:
-            self.conn = BrokerConnection(_bootstrap(self.bootstrap_servers), client_id="logbroker-spark",
-                                         config=self.config)
+            self.conn = BrokerConnection(
+                _bootstrap(self.bootstrap_servers), client_id="logbroker-spark", config=self.config
+            )
         except ClientError as e:
             raise SparkSourceError(str(e)) from None
         return self
@@ -58,8 +58,9 @@ class Cluster:
         )
         return self.conn.send(req)
 
-    def partitions(self, subscribe: list[str] | None = None, pattern: str | None = None,
-                   assign: dict[str, list[int]] | None = None) -> dict[tuple[str, int], tuple[str, int]]:
+    def partitions(
+        self, subscribe: list[str] | None = None, pattern: str | None = None, assign: dict[str, list[int]] | None = None
+    ) -> dict[tuple[str, int], tuple[str, int]]:
         """(topic, partition) -> leader (host, port) for the subscribed partitions."""
         if assign is not None:
             md = self.metadata(sorted(assign))
@@ -87,8 +88,11 @@ class Cluster:
         """Topic name -> topic id as Kafka prints it (which incarnation of an archived topic to read)."""
         from logbroker.archive import topic_id_text
 
-        return {t.name: topic_id_text(t.topic_id) for t in self.metadata(sorted(set(topics)))
-                .topics if not t.error_code and t.topic_id is not None}
+        return {
+            t.name: topic_id_text(t.topic_id)
+            for t in self.metadata(sorted(set(topics))).topics
+            if not t.error_code and t.topic_id is not None
+        }
 
     def list_offsets(self, wanted: dict[tuple[str, int], int]) -> dict[tuple[str, int], int]:
         """ListOffsets for each (topic, partition) -> timestamp spec (-2, -1 or ms);
@@ -99,10 +103,17 @@ class Cluster:
         by_topic: dict[str, list[tuple[int, int]]] = {}
         for (t, p), ts in wanted.items():
             by_topic.setdefault(t, []).append((p, ts))
-        req = ListOffsets(replica_id=-1, isolation_level=1 if self.read_committed else 0, topics=[
-            ListOffsets.ListOffsetsTopic(name=t, partitions=[
-                ListOffsets.ListOffsetsPartition(partition_index=p, timestamp=ts) for p, ts in ps])
-            for t, ps in sorted(by_topic.items())])
+        req = ListOffsets(
+            replica_id=-1,
+            isolation_level=1 if self.read_committed else 0,
+            topics=[
+                ListOffsets.ListOffsetsTopic(
+                    name=t,
+                    partitions=[ListOffsets.ListOffsetsPartition(partition_index=p, timestamp=ts) for p, ts in ps],
+                )
+                for t, ps in sorted(by_topic.items())
+            ],
+        )
         resp = self.conn.send(req, version=min(7, self.conn.version_for(2)))
         out = {}
         for t in resp.topics:
@@ -113,9 +124,20 @@ class Cluster:
         return out
 
 
-def read_range(bootstrap_servers: str, topic: str, partition: int, start: int, end: int, arrow_schema,
-               include_headers: bool, fail_on_data_loss: bool, max_bytes: int = 8 << 20,
-               read_committed: bool = False, archive: dict | None = None, config: dict | None = None) -> Iterator:
+def read_range(
+    bootstrap_servers: str,
+    topic: str,
+    partition: int,
+    start: int,
+    end: int,
+    arrow_schema,
+    include_headers: bool,
+    fail_on_data_loss: bool,
+    max_bytes: int = 8 << 20,
+    read_committed: bool = False,
+    archive: dict | None = None,
+    config: dict | None = None,
+) -> Iterator:
     """Executor side: fetch [start, end) of one partition from its leader, yielding
     RecordBatches. Offsets missing because compaction removed them are skipped; offsets
     below the log start (deleted by retention) are read from the archive when `archive`
@@ -138,39 +160,61 @@ def read_range(bootstrap_servers: str, topic: str, partition: int, start: int, e
     position = start
     try:
         while position < end:
-            req = Fetch(replica_id=-1, max_wait_ms=500, min_bytes=1, max_bytes=max_bytes,
-                        isolation_level=1 if read_committed else 0,
-                        session_id=0, session_epoch=-1, topics=[Fetch.FetchTopic(topic=topic, partitions=[
-                            Fetch.FetchPartition(partition=partition, fetch_offset=position, partition_max_bytes=max_bytes)])],
-                        forgotten_topics_data=[], rack_id="")
+            req = Fetch(
+                replica_id=-1,
+                max_wait_ms=500,
+                min_bytes=1,
+                max_bytes=max_bytes,
+                isolation_level=1 if read_committed else 0,
+                session_id=0,
+                session_epoch=-1,
+                topics=[
+                    Fetch.FetchTopic(
+                        topic=topic,
+                        partitions=[
+                            Fetch.FetchPartition(
+                                partition=partition, fetch_offset=position, partition_max_bytes=max_bytes
+                            )
+                        ],
+                    )
+                ],
+                forgotten_topics_data=[],
+                rack_id="",
+            )
             part = conn.send(req, version=version).responses[0].partitions[0]
             if part.error_code == ErrorCode.OFFSET_OUT_OF_RANGE:
                 log_start = part.log_start_offset
                 if archive is not None and topic_id is not None and 0 <= position < log_start:
-                    yield from _archived(archive, topic, topic_id, partition, position, min(log_start, end),
-                                         arrow_schema)
+                    yield from _archived(
+                        archive, topic, topic_id, partition, position, min(log_start, end), arrow_schema
+                    )
                     position = log_start
                     continue
                 if fail_on_data_loss or log_start < 0 or log_start <= position:
                     raise SparkSourceError(
                         f"{topic}-{partition}: offset {position} is no longer available (log start {log_start}); "
-                        "data was deleted before it was read (set failOnDataLoss=false to skip it)")
+                        "data was deleted before it was read (set failOnDataLoss=false to skip it)"
+                    )
                 position = log_start
                 continue
             if part.error_code:
-                raise SparkSourceError(f"Fetch {topic}-{partition} at offset {position}: {ErrorCode(part.error_code).name}")
+                raise SparkSourceError(
+                    f"Fetch {topic}-{partition} at offset {position}: {ErrorCode(part.error_code).name}"
+                )
             records = part.records
             if records is None or len(records) == 0:
                 limit = part.last_stable_offset if read_committed else part.high_watermark
                 if part.high_watermark <= position:
                     raise SparkSourceError(
                         f"{topic}-{partition}: offset {position} is at the high watermark {part.high_watermark} "
-                        f"but the range ends at {end}; the partition was truncated")
+                        f"but the range ends at {end}; the partition was truncated"
+                    )
                 if limit <= position:
                     time.sleep(0.05)  # read_committed: a transaction still open below `end`
                 continue
-            aborted = ([(a.producer_id, a.first_offset) for a in part.aborted_transactions or []]
-                       if read_committed else None)
+            aborted = (
+                [(a.producer_id, a.first_offset) for a in part.aborted_transactions or []] if read_committed else None
+            )
             columns = _core.decode_columns(records, position, end, include_headers, aborted)
             if columns["next_offset"] <= position:
                 raise SparkSourceError(f"{topic}-{partition}: fetch at offset {position} made no progress")
@@ -181,8 +225,7 @@ def read_range(bootstrap_servers: str, topic: str, partition: int, start: int, e
         conn.close()
 
 
-def _archived(archive: dict, topic: str, topic_id: str, partition: int, start: int, end: int,
-              arrow_schema) -> Iterator:
+def _archived(archive: dict, topic: str, topic_id: str, partition: int, start: int, end: int, arrow_schema) -> Iterator:
     """Rows [start, end) of one partition from the archive, in the reader's schema (the
     archive always has headers; without includeHeaders the column is left out)."""
     import pyarrow as pa
@@ -191,7 +234,8 @@ def _archived(archive: dict, topic: str, topic_id: str, partition: int, start: i
 
     try:
         for batch in ArchiveStore.from_keys(archive).read_range(topic, partition, start, end, topic_id):
-            yield pa.RecordBatch.from_arrays([batch.column(n).cast(arrow_schema.field(n).type) for n in arrow_schema.names],
-                                             schema=arrow_schema)
+            yield pa.RecordBatch.from_arrays(
+                [batch.column(n).cast(arrow_schema.field(n).type) for n in arrow_schema.names], schema=arrow_schema
+            )
     except ArchiveError as e:
         raise SparkSourceError(str(e)) from None

@@ -38,7 +38,7 @@ def client_settings(options: dict) -> dict[str, str]:
     """The client's security settings from the (lower-cased) data source options."""
     out = {}
     for k, v in options.items():
-        key = k[len("kafka."):] if k.startswith("kafka.") else None
+        key = k[len("kafka.") :] if k.startswith("kafka.") else None
         if key is not None and key.startswith(SECURITY_PREFIXES):
             out[key] = str(v)
     return out
@@ -78,22 +78,26 @@ class TokenLogin:
         try:
             with BrokerConnection(self._bootstrap, client_id="logbroker-spark-token", config=self._user) as c:
                 req = REQUESTS[38]
-                r = c._roundtrip(38, min(3, c.version_for(38)),
-                                 req(renewers=[], max_lifetime_ms=self.max_lifetime_ms))
+                r = c._roundtrip(38, min(3, c.version_for(38)), req(renewers=[], max_lifetime_ms=self.max_lifetime_ms))
         except ClientError as e:
             raise TokenError(f"creating a delegation token at {self._bootstrap}: {e}") from None
         if r.error_code != ErrorCode.NONE:
-            raise TokenError(f"creating a delegation token at {self._bootstrap} as "
-                             f"{self._user.get('sasl.username') or 'the configured user'}: "
-                             f"{ErrorCode(r.error_code).name}")
+            raise TokenError(
+                f"creating a delegation token at {self._bootstrap} as "
+                f"{self._user.get('sasl.username') or 'the configured user'}: "
+                f"{ErrorCode(r.error_code).name}"
+            )
         mechanism = self._user.get("sasl.mechanism", "").upper()
         mechanism = mechanism if mechanism.startswith("SCRAM-") else "SCRAM-SHA-512"
         hmac_b64 = base64.b64encode(bytes(r.hmac)).decode()
         keep = {k: v for k, v in self._user.items() if k.startswith("ssl.")}
-        self.settings = {**keep, "security.protocol": self._user.get("security.protocol", "SASL_PLAINTEXT"),
-                         "sasl.mechanism": mechanism,
-                         "sasl.jaas.config": "org.apache.kafka.common.security.scram.ScramLoginModule required "
-                                             f'username="{r.token_id}" password="{hmac_b64}" tokenauth="true";'}
+        self.settings = {
+            **keep,
+            "security.protocol": self._user.get("security.protocol", "SASL_PLAINTEXT"),
+            "sasl.mechanism": mechanism,
+            "sasl.jaas.config": "org.apache.kafka.common.security.scram.ScramLoginModule required "
+            f'username="{r.token_id}" password="{hmac_b64}" tokenauth="true";',
+        }
         self.token_id = r.token_id
         self.issued_ms, self.expires_ms = r.issue_timestamp_ms, r.expiry_timestamp_ms
 

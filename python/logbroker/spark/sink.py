@@ -29,8 +29,9 @@ from pyspark.sql.datasource import DataSourceStreamWriter, DataSourceWriter, Wri
 
 
 class SinkCommit(WriterCommitMessage):
-    def __init__(self, rows: int, transactional_id: str | None = None, producer_id: int = -1,
-                 producer_epoch: int = -1) -> None:
+    def __init__(
+        self, rows: int, transactional_id: str | None = None, producer_id: int = -1, producer_epoch: int = -1
+    ) -> None:
         self.rows = rows
         self.transactional_id = transactional_id  # None: nothing to commit (or not transactional)
         self.producer_id = producer_id
@@ -55,13 +56,16 @@ class _Writing:
         if not self.bootstrap:
             raise ValueError("option bootstrap.servers (or kafka.bootstrap.servers) is required")
         self.topic = o.get("topic")
-        self.producer_config = {k[len("kafka."):]: v for k, v in o.items() if k.startswith("kafka.") and k != "kafka.bootstrap.servers"}
+        self.producer_config = {
+            k[len("kafka.") :]: v for k, v in o.items() if k.startswith("kafka.") and k != "kafka.bootstrap.servers"
+        }
         # delegationToken=true: a token made here, on the driver; the executors get it in place of
         # the user's security settings (spark/security.py)
         self.client, self.token = connection_settings(o, self.bootstrap)
         if self.token is not None:
-            self.producer_config = {k: v for k, v in self.producer_config.items()
-                                    if not k.startswith(SECURITY_PREFIXES)}
+            self.producer_config = {
+                k: v for k, v in self.producer_config.items() if not k.startswith(SECURITY_PREFIXES)
+            }
             self.producer_config.update(self.client)
         self.txn_prefix = o.get("transactional.id.prefix")
         names = set(schema.fieldNames())
@@ -79,8 +83,15 @@ class _Writing:
             if topic is None:
                 raise ValueError(f"row {rows} has a null topic and no topic option is set")
             headers = [(h["key"], _bytes(h["value"])) for h in (d.get("headers") or [])]
-            futures.append(producer.send(topic, _bytes(d.get("value")), key=_bytes(d.get("key")),
-                                         partition=d.get("partition"), headers=headers or None))
+            futures.append(
+                producer.send(
+                    topic,
+                    _bytes(d.get("value")),
+                    key=_bytes(d.get("key")),
+                    partition=d.get("partition"),
+                    headers=headers or None,
+                )
+            )
             rows += 1
         producer.flush()
         for f in futures:
@@ -140,8 +151,9 @@ class _Writing:
         for m in messages:
             if m is None or getattr(m, "transactional_id", None) is None:
                 continue
-            with Producer(bootstrap_servers=self.bootstrap, transactional_id=m.transactional_id,
-                          **self.producer_config) as p:
+            with Producer(
+                bootstrap_servers=self.bootstrap, transactional_id=m.transactional_id, **self.producer_config
+            ) as p:
                 p._resume_transaction(m.producer_id, m.producer_epoch)
                 if commit:
                     p.commit_transaction()

@@ -33,8 +33,7 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStrea
 
 from logbroker.archive import STORE_KEYS, ArchiveStore  # noqa: E402
 
-SCHEMA = ("key binary, value binary, topic string, partition int, offset long, "
-          "timestamp timestamp, timestampType int")
+SCHEMA = "key binary, value binary, topic string, partition int, offset long, timestamp timestamp, timestampType int"
 HEADERS = ", headers array<struct<key: string, value: binary>>"
 
 
@@ -59,12 +58,16 @@ class Options:
             raise SparkSourceError("exactly one of subscribe, subscribePattern and assign must be set")
         self.subscribe = [t.strip() for t in o["subscribe"].split(",") if t.strip()] if o.get("subscribe") else None
         self.pattern = o.get("subscribepattern")
-        self.assign = {t: [int(p) for p in ps] for t, ps in json.loads(o["assign"]).items()} if o.get("assign") else None
+        self.assign = (
+            {t: [int(p) for p in ps] for t, ps in json.loads(o["assign"]).items()} if o.get("assign") else None
+        )
         self.include_headers = str(o.get("includeheaders", "false")).lower() == "true"
         self.fail_on_data_loss = str(o.get("failondataloss", "true")).lower() == "true"
         isolation = str(o.get("kafka.isolation.level", "read_uncommitted")).lower()
         if isolation not in ("read_uncommitted", "read_committed"):
-            raise SparkSourceError(f"kafka.isolation.level must be read_uncommitted or read_committed, not {isolation!r}")
+            raise SparkSourceError(
+                f"kafka.isolation.level must be read_uncommitted or read_committed, not {isolation!r}"
+            )
         self.read_committed = isolation == "read_committed"
         self.min_partitions = int(o["minpartitions"]) if o.get("minpartitions") else None
         self.max_per_trigger = int(o["maxoffsetspertrigger"]) if o.get("maxoffsetspertrigger") else None
@@ -120,7 +123,6 @@ class Options:
             v = special[tp]
             out[tp] = lookup[tp] if v < 0 else v
         return out
-
 
     def _earliest(self, cluster: Cluster, parts: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
         """The log start offsets, or with an archive its first offset where that is lower."""
@@ -180,10 +182,19 @@ class _Reading:
     def read(self, partition: OffsetRange):
         if not isinstance(partition, OffsetRange):
             return  # no range to read: Spark hands one placeholder partition when partitions() is empty
-        yield from read_range(self.opts.bootstrap, partition.topic, partition.partition, partition.start, partition.end,
-                              _arrow_schema(self.schema), self.opts.include_headers, self.opts.fail_on_data_loss,
-                              read_committed=self.opts.read_committed, archive=self.opts.archive,
-                              config=self.opts.client)
+        yield from read_range(
+            self.opts.bootstrap,
+            partition.topic,
+            partition.partition,
+            partition.start,
+            partition.end,
+            _arrow_schema(self.schema),
+            self.opts.include_headers,
+            self.opts.fail_on_data_loss,
+            read_committed=self.opts.read_committed,
+            archive=self.opts.archive,
+            config=self.opts.client,
+        )
 
 
 class LogbrokerBatchReader(_Reading, DataSourceReader):

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, Protocol
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Protocol
 
 from logbroker import _core
 from logbroker.common.acl import AclOperation, ResourceType
@@ -21,15 +22,15 @@ if TYPE_CHECKING:
     from logbroker.broker.add_partitions_to_txn import AddPartitionsToTxnManager
     from logbroker.broker.authorizer import AclAuthorizer
     from logbroker.broker.client_telemetry import ClientTelemetryManager
-    from logbroker.common.config import BrokerConfig
-    from logbroker.common.sasl import SaslSession
     from logbroker.broker.replica_manager import ReplicaManager
     from logbroker.broker.share_fetch import ShareFetchManager
-    from logbroker.coord.metadata.controller import Controller
+    from logbroker.common.config import BrokerConfig
+    from logbroker.common.sasl import SaslSession
     from logbroker.coord.groups.group_coordinator import GroupCoordinator
-    from logbroker.coord.metadata.metadata_quorum import MetadataQuorum
     from logbroker.coord.groups.share_coordinator import ShareCoordinator
     from logbroker.coord.groups.transaction_coordinator import TransactionCoordinator
+    from logbroker.coord.metadata.controller import Controller
+    from logbroker.coord.metadata.metadata_quorum import MetadataQuorum
 
 
 class BrokerView(Protocol):
@@ -112,16 +113,37 @@ class RequestContext:
             return True
         allowed = authorizer.authorize(self.principal, self.peer, resource_type, name, operation)
         if not allowed:
-            _auth_log.debug("%s from %s denied %s on %s %r (%s)", self.principal, self.peer, _op_name(operation),
-                            _type_name(resource_type), name, _api_name(self.header.request_api_key))
+            _auth_log.debug(
+                "%s from %s denied %s on %s %r (%s)",
+                self.principal,
+                self.peer,
+                _op_name(operation),
+                _type_name(resource_type),
+                name,
+                _api_name(self.header.request_api_key),
+            )
             audit_log = getattr(self.broker, "audit", None)
             if audit and audit_log is not None:
-                audit_log.denied(self.principal, self.peer, self.listener, _api_name(self.header.request_api_key),
-                                 _op_name(operation), _type_name(resource_type), name)
+                audit_log.denied(
+                    self.principal,
+                    self.peer,
+                    self.listener,
+                    _api_name(self.header.request_api_key),
+                    _op_name(operation),
+                    _type_name(resource_type),
+                    name,
+                )
         return allowed
 
-    def audit_change(self, change: str, resource_type: str, resource: str, error: int | None = None,
-                     message: str | None = None, **details) -> None:
+    def audit_change(
+        self,
+        change: str,
+        resource_type: str,
+        resource: str,
+        error: int | None = None,
+        message: str | None = None,
+        **details,
+    ) -> None:
         """A metadata change this request asked of the controller, done (`error` None or
         NONE) or refused (an ErrorCode), for the audit log (broker/audit_log.py), if any: once,
         by the node the client asked, not again on the controller listener a broker forwards
@@ -132,8 +154,18 @@ class RequestContext:
         error_name = None
         if error:
             error_name = ErrorCode(error).name if error in ErrorCode._value2member_map_ else str(error)
-        audit_log.metadata(self.principal, self.peer, self.listener, _api_name(self.header.request_api_key),
-                           change, resource_type, resource, error_name, message, **details)
+        audit_log.metadata(
+            self.principal,
+            self.peer,
+            self.listener,
+            _api_name(self.header.request_api_key),
+            change,
+            resource_type,
+            resource,
+            error_name,
+            message,
+            **details,
+        )
 
     def authorized(self, operation: int, resource_type: int, names) -> set[str]:
         """Those of `names` on which this principal may perform `operation` (one check each)."""
@@ -143,8 +175,11 @@ class RequestContext:
         """Kafka's bit field of the operations (bit `1 << AclOperation`) this principal may
         perform on the resource, of those its type supports (Metadata, DescribeCluster and
         the group describes fill it in when asked)."""
-        return sum(1 << op for op in SUPPORTED_OPERATIONS[resource_type]
-                   if self.authorize(op, resource_type, name, audit=False))
+        return sum(
+            1 << op
+            for op in SUPPORTED_OPERATIONS[resource_type]
+            if self.authorize(op, resource_type, name, audit=False)
+        )
 
     @property
     def replicas(self):
@@ -195,6 +230,7 @@ def _build() -> tuple[dict[int, HandlerEntry], dict[int, HandlerEntry]]:
         consumer_groups,
         create_partitions,
         create_topics,
+        delegation_tokens,
         delete_records,
         delete_topics,
         describe_cluster,
@@ -203,10 +239,9 @@ def _build() -> tuple[dict[int, HandlerEntry], dict[int, HandlerEntry]]:
         describe_quorum,
         describe_topic_partitions,
         elect_leaders,
-        list_config_resources,
-        update_features,
         groups,
         init_producer_id,
+        list_config_resources,
         list_offsets,
         metadata,
         offset_for_leader_epoch,
@@ -215,17 +250,30 @@ def _build() -> tuple[dict[int, HandlerEntry], dict[int, HandlerEntry]]:
         raft_voters,
         sasl,
         scram_credentials,
-        delegation_tokens,
         share_groups,
         share_state,
         transactions,
+        update_features,
     )
 
     modules = [
-        list_offsets, metadata, api_versions, create_topics, delete_topics,
-        delete_records, init_producer_id, offset_for_leader_epoch, create_partitions,
-        describe_cluster, describe_producers, elect_leaders, describe_log_dirs, alter_replica_log_dirs, update_features,
-        describe_topic_partitions, list_config_resources,
+        list_offsets,
+        metadata,
+        api_versions,
+        create_topics,
+        delete_topics,
+        delete_records,
+        init_producer_id,
+        offset_for_leader_epoch,
+        create_partitions,
+        describe_cluster,
+        describe_producers,
+        elect_leaders,
+        describe_log_dirs,
+        alter_replica_log_dirs,
+        update_features,
+        describe_topic_partitions,
+        list_config_resources,
     ]
     table = {}
     # Produce and Fetch are served by the Rust network thread (rust/src/server/); they are
@@ -234,8 +282,13 @@ def _build() -> tuple[dict[int, HandlerEntry], dict[int, HandlerEntry]]:
         table[key] = HandlerEntry(key, lo, hi, None)
     for m in modules:
         table[m.API_KEY] = HandlerEntry(m.API_KEY, m.MIN_VERSION, m.MAX_VERSION, m.handle)
-    for key, lo, hi, fn in [*admin_configs.ENTRIES, *groups.ENTRIES, *offsets.ENTRIES,
-                           *partition_reassignments.ENTRIES, *transactions.ENTRIES]:
+    for key, lo, hi, fn in [
+        *admin_configs.ENTRIES,
+        *groups.ENTRIES,
+        *offsets.ENTRIES,
+        *partition_reassignments.ENTRIES,
+        *transactions.ENTRIES,
+    ]:
         table[key] = HandlerEntry(key, lo, hi, fn)
     for key, lo, hi, fn in consumer_groups.ENTRIES:  # KIP-848: while group.version is at least 1
         table[key] = HandlerEntry(key, lo, hi, fn, feature=("group.version", 1))
@@ -253,8 +306,9 @@ def _build() -> tuple[dict[int, HandlerEntry], dict[int, HandlerEntry]]:
         table[key] = HandlerEntry(key, lo, hi, fn)
     for key, lo, hi, fn in [*share_groups.ENTRIES, *share_state.ENTRIES]:  # KIP-932: and share.version 1
         table[key] = HandlerEntry(key, lo, hi, fn, enabled_by="group.share.enable", feature=("share.version", 1))
-    quorum = HandlerEntry(describe_quorum.API_KEY, describe_quorum.MIN_VERSION, describe_quorum.MAX_VERSION,
-                          describe_quorum.handle)
+    quorum = HandlerEntry(
+        describe_quorum.API_KEY, describe_quorum.MIN_VERSION, describe_quorum.MAX_VERSION, describe_quorum.handle
+    )
     table[quorum.api_key] = quorum
     for key, lo, hi, fn in raft_voters.ENTRIES:  # AddRaftVoter (80), RemoveRaftVoter (81): KIP-853
         table[key] = HandlerEntry(key, lo, hi, fn)
@@ -264,11 +318,14 @@ def _build() -> tuple[dict[int, HandlerEntry], dict[int, HandlerEntry]]:
 
     controller = {k: e for k, e in table.items() if k in CONTROLLER_APIS}
     controller[broker_heartbeat.API_KEY] = HandlerEntry(
-        broker_heartbeat.API_KEY, broker_heartbeat.MIN_VERSION, broker_heartbeat.MAX_VERSION, broker_heartbeat.handle)
+        broker_heartbeat.API_KEY, broker_heartbeat.MIN_VERSION, broker_heartbeat.MAX_VERSION, broker_heartbeat.handle
+    )
     controller[raft_voters.UPDATE_RAFT_VOTER] = HandlerEntry(  # sent by voters: the controller listener only
-        raft_voters.UPDATE_RAFT_VOTER, 0, 0, raft_voters.update_raft_voter)
+        raft_voters.UPDATE_RAFT_VOTER, 0, 0, raft_voters.update_raft_voter
+    )
     controller[alter_partition.API_KEY] = HandlerEntry(
-        alter_partition.API_KEY, alter_partition.MIN_VERSION, alter_partition.MAX_VERSION, alter_partition.handle)
+        alter_partition.API_KEY, alter_partition.MIN_VERSION, alter_partition.MAX_VERSION, alter_partition.handle
+    )
     return table, controller
 
 

@@ -39,7 +39,9 @@ import logging
 
 from logbroker.broker.audit_log import shown_value
 from logbroker.common import client_metrics
-from logbroker.common.acl import CLUSTER_NAME, AclOperation as Op, ResourceType as Res
+from logbroker.common.acl import CLUSTER_NAME
+from logbroker.common.acl import AclOperation as Op
+from logbroker.common.acl import ResourceType as Res
 from logbroker.common.config import BROKER_KEYS, DYNAMIC_BROKER_KEYS, GROUP_KEYS, TOPIC_KEYS
 from logbroker.coord.metadata.config_control import Change, broker_not_list, list_default
 from logbroker.coord.metadata.control import ControllerError
@@ -103,12 +105,21 @@ def _describe_topic(ctx, name: str, keys, synonyms: bool, docs: bool, version: i
         syn = []
         if synonyms:
             if key in topic.configs:
-                syn.append(DescribeResponse.DescribeConfigsSynonym(name=key, value=topic.configs[key], source=DYNAMIC_TOPIC_CONFIG))
+                syn.append(
+                    DescribeResponse.DescribeConfigsSynonym(
+                        name=key, value=topic.configs[key], source=DYNAMIC_TOPIC_CONFIG
+                    )
+                )
             syn += [DescribeResponse.DescribeConfigsSynonym(name=broker_key, value=v, source=src) for v, src in layers]
         out.append(
             DescribeResponse.DescribeConfigsResourceResult(
-                name=key, value=resolved[key], read_only=False, config_source=source, is_sensitive=False,
-                synonyms=syn, config_type=_type_of(resolved[key]),
+                name=key,
+                value=resolved[key],
+                read_only=False,
+                config_source=source,
+                is_sensitive=False,
+                synonyms=syn,
+                config_type=_type_of(resolved[key]),
                 documentation=BROKER_KEYS[broker_key].doc if docs else None,
             )
         )
@@ -126,18 +137,38 @@ def _describe_group(ctx, name: str, keys, synonyms: bool, docs: bool) -> tuple[i
         if keys is not None and key not in keys:
             continue
         broker_key = GROUP_KEYS[key][1]
-        source = GROUP_CONFIG if key in overrides else (
-            STATIC_BROKER_CONFIG if broker_key in cfg.explicit else DEFAULT_CONFIG)
+        source = (
+            GROUP_CONFIG
+            if key in overrides
+            else (STATIC_BROKER_CONFIG if broker_key in cfg.explicit else DEFAULT_CONFIG)
+        )
         syn = []
         if synonyms:
             if key in overrides:
                 syn.append(DescribeResponse.DescribeConfigsSynonym(name=key, value=overrides[key], source=GROUP_CONFIG))
             if broker_key in cfg.explicit:
-                syn.append(DescribeResponse.DescribeConfigsSynonym(name=broker_key, value=cfg.explicit[broker_key], source=STATIC_BROKER_CONFIG))
-            syn.append(DescribeResponse.DescribeConfigsSynonym(name=broker_key, value=BROKER_KEYS[broker_key].default, source=DEFAULT_CONFIG))
-        out.append(DescribeResponse.DescribeConfigsResourceResult(
-            name=key, value=resolved[key], read_only=False, config_source=source, is_sensitive=False,
-            synonyms=syn, config_type=_type_of(resolved[key]), documentation=BROKER_KEYS[broker_key].doc if docs else None))
+                syn.append(
+                    DescribeResponse.DescribeConfigsSynonym(
+                        name=broker_key, value=cfg.explicit[broker_key], source=STATIC_BROKER_CONFIG
+                    )
+                )
+            syn.append(
+                DescribeResponse.DescribeConfigsSynonym(
+                    name=broker_key, value=BROKER_KEYS[broker_key].default, source=DEFAULT_CONFIG
+                )
+            )
+        out.append(
+            DescribeResponse.DescribeConfigsResourceResult(
+                name=key,
+                value=resolved[key],
+                read_only=False,
+                config_source=source,
+                is_sensitive=False,
+                synonyms=syn,
+                config_type=_type_of(resolved[key]),
+                documentation=BROKER_KEYS[broker_key].doc if docs else None,
+            )
+        )
     return ErrorCode.NONE, None, out
 
 
@@ -153,12 +184,23 @@ def _describe_client_metrics(ctx, name: str, keys, synonyms: bool, docs: bool) -
             continue
         value = configs.get(key, client_metrics.DEFAULTS[key])
         source = CLIENT_METRICS_CONFIG if key in configs else DEFAULT_CONFIG
-        syn = [DescribeResponse.DescribeConfigsSynonym(name=key, value=value, source=CLIENT_METRICS_CONFIG)] \
-            if synonyms and key in configs else []
-        out.append(DescribeResponse.DescribeConfigsResourceResult(
-            name=key, value=value, read_only=False, config_source=source, is_sensitive=False, synonyms=syn,
-            config_type=LIST if key in client_metrics.LIST_KEYS else INT,
-            documentation=client_metrics.DOCS[key] if docs else None))
+        syn = (
+            [DescribeResponse.DescribeConfigsSynonym(name=key, value=value, source=CLIENT_METRICS_CONFIG)]
+            if synonyms and key in configs
+            else []
+        )
+        out.append(
+            DescribeResponse.DescribeConfigsResourceResult(
+                name=key,
+                value=value,
+                read_only=False,
+                config_source=source,
+                is_sensitive=False,
+                synonyms=syn,
+                config_type=LIST if key in client_metrics.LIST_KEYS else INT,
+                documentation=client_metrics.DOCS[key] if docs else None,
+            )
+        )
     return ErrorCode.NONE, None, out
 
 
@@ -168,13 +210,28 @@ def _describe_broker(ctx, name: str, keys, synonyms: bool, docs: bool) -> tuple[
     only), or with the name "" the cluster-default dynamic configs alone, as Kafka."""
     cfg = ctx.broker.config
     if name == "":
-        return ErrorCode.NONE, None, [
-            DescribeResponse.DescribeConfigsResourceResult(
-                name=k, value=v, read_only=False, config_source=DYNAMIC_DEFAULT_BROKER_CONFIG, is_sensitive=False,
-                synonyms=[DescribeResponse.DescribeConfigsSynonym(name=k, value=v, source=DYNAMIC_DEFAULT_BROKER_CONFIG)]
-                if synonyms else [], config_type=_type_of(v), documentation=BROKER_KEYS[k].doc if docs else None)
-            for k, v in sorted(ctx.controller.image.broker_configs.get("", {}).items())
-            if keys is None or k in keys]
+        return (
+            ErrorCode.NONE,
+            None,
+            [
+                DescribeResponse.DescribeConfigsResourceResult(
+                    name=k,
+                    value=v,
+                    read_only=False,
+                    config_source=DYNAMIC_DEFAULT_BROKER_CONFIG,
+                    is_sensitive=False,
+                    synonyms=[
+                        DescribeResponse.DescribeConfigsSynonym(name=k, value=v, source=DYNAMIC_DEFAULT_BROKER_CONFIG)
+                    ]
+                    if synonyms
+                    else [],
+                    config_type=_type_of(v),
+                    documentation=BROKER_KEYS[k].doc if docs else None,
+                )
+                for k, v in sorted(ctx.controller.image.broker_configs.get("", {}).items())
+                if keys is None or k in keys
+            ],
+        )
     if name != str(ctx.broker.node_id):
         return ErrorCode.INVALID_REQUEST, f"broker {name!r} is not this broker ({ctx.broker.node_id})", []
     out = []
@@ -186,12 +243,23 @@ def _describe_broker(ctx, name: str, keys, synonyms: bool, docs: bool) -> tuple[
             value = None
         layers = _broker_layers(cfg, key)
         source = layers[0][1]
-        syn = [DescribeResponse.DescribeConfigsSynonym(name=key, value=None if spec.sensitive else v, source=src)
-               for v, src in layers] if synonyms else []
+        syn = (
+            [
+                DescribeResponse.DescribeConfigsSynonym(name=key, value=None if spec.sensitive else v, source=src)
+                for v, src in layers
+            ]
+            if synonyms
+            else []
+        )
         out.append(
             DescribeResponse.DescribeConfigsResourceResult(
-                name=key, value=value, read_only=key not in DYNAMIC_BROKER_KEYS, config_source=source,
-                is_sensitive=spec.sensitive, synonyms=syn, config_type=_type_of(value),
+                name=key,
+                value=value,
+                read_only=key not in DYNAMIC_BROKER_KEYS,
+                config_source=source,
+                is_sensitive=spec.sensitive,
+                synonyms=syn,
+                config_type=_type_of(value),
                 documentation=spec.doc if docs else None,
             )
         )
@@ -229,39 +297,70 @@ async def describe_configs(ctx, request):
         if code:
             configs = []
         elif r.resource_type == TOPIC:
-            code, msg, configs = _describe_topic(ctx, r.resource_name, keys, request.include_synonyms, version >= 3 and request.include_documentation, version)
+            code, msg, configs = _describe_topic(
+                ctx,
+                r.resource_name,
+                keys,
+                request.include_synonyms,
+                version >= 3 and request.include_documentation,
+                version,
+            )
         elif r.resource_type == GROUP:
-            code, msg, configs = _describe_group(ctx, r.resource_name, keys, request.include_synonyms, version >= 3 and request.include_documentation)
+            code, msg, configs = _describe_group(
+                ctx, r.resource_name, keys, request.include_synonyms, version >= 3 and request.include_documentation
+            )
         elif r.resource_type == CLIENT_METRICS:
-            code, msg, configs = _describe_client_metrics(ctx, r.resource_name, keys, request.include_synonyms,
-                                                          version >= 3 and request.include_documentation)
+            code, msg, configs = _describe_client_metrics(
+                ctx, r.resource_name, keys, request.include_synonyms, version >= 3 and request.include_documentation
+            )
         elif r.resource_type == BROKER:
-            code, msg, configs = _describe_broker(ctx, r.resource_name, keys, request.include_synonyms, version >= 3 and request.include_documentation)
+            code, msg, configs = _describe_broker(
+                ctx, r.resource_name, keys, request.include_synonyms, version >= 3 and request.include_documentation
+            )
         else:
             code, msg, configs = ErrorCode.INVALID_REQUEST, f"resource type {r.resource_type} is not supported", []
         results.append(
             DescribeResponse.DescribeConfigsResult(
-                error_code=code, error_message=msg, resource_type=r.resource_type, resource_name=r.resource_name, configs=configs
+                error_code=code,
+                error_message=msg,
+                resource_type=r.resource_type,
+                resource_name=r.resource_name,
+                configs=configs,
             )
         )
     return DescribeResponse(throttle_time_ms=0, results=results)
 
 
-async def _alter(ctx, resource, changes: dict[str, Change], replace: bool, validate_only: bool) -> tuple[int, str | None]:
-    named = fields(topic=resource.resource_name if resource.resource_type == TOPIC else None,
-                   group=resource.resource_name if resource.resource_type == GROUP else None, peer=ctx.peer)
+async def _alter(
+    ctx, resource, changes: dict[str, Change], replace: bool, validate_only: bool
+) -> tuple[int, str | None]:
+    named = fields(
+        topic=resource.resource_name if resource.resource_type == TOPIC else None,
+        group=resource.resource_name if resource.resource_type == GROUP else None,
+        peer=ctx.peer,
+    )
     if not replace:
         dynamic = ctx.controller.image.broker_configs.get(resource.resource_name, {})
         subscription = ctx.controller.image.client_metrics.get(resource.resource_name, {})
-        absent = sorted(k for k, v in changes.items() if v is None
-                        and ((resource.resource_type == TOPIC and k not in TOPIC_KEYS)
-                             or (resource.resource_type == BROKER and k not in dynamic)
-                             or (resource.resource_type == CLIENT_METRICS and k not in subscription)))
+        absent = sorted(
+            k
+            for k, v in changes.items()
+            if v is None
+            and (
+                (resource.resource_type == TOPIC and k not in TOPIC_KEYS)
+                or (resource.resource_type == BROKER and k not in dynamic)
+                or (resource.resource_type == CLIENT_METRICS and k not in subscription)
+            )
+        )
         if absent:
-            log.info("%s %s: deleting %s from %s changes nothing (never set)",
-                     {BROKER: "broker", CLIENT_METRICS: "client-metrics subscription"}.get(resource.resource_type,
-                                                                                           "topic"),
-                     resource.resource_name or "default", absent, ctx.peer, extra=named)
+            log.info(
+                "%s %s: deleting %s from %s changes nothing (never set)",
+                {BROKER: "broker", CLIENT_METRICS: "client-metrics subscription"}.get(resource.resource_type, "topic"),
+                resource.resource_name or "default",
+                absent,
+                ctx.peer,
+                extra=named,
+            )
         changes = {k: v for k, v in changes.items() if k not in absent}
         if resource.resource_type in (BROKER, GROUP) and not changes:
             return ErrorCode.NONE, None
@@ -287,8 +386,15 @@ async def _alter(ctx, resource, changes: dict[str, Change], replace: bool, valid
     try:
         await alter(resource.resource_name, changes, replace, validate_only)
     except ControllerError as e:
-        log.info("altering configs of %s %s from %s refused (%s): %s", kind, resource.resource_name, ctx.peer,
-                 ErrorCode(e.code).name, e.message, extra=named)
+        log.info(
+            "altering configs of %s %s from %s refused (%s): %s",
+            kind,
+            resource.resource_name,
+            ctx.peer,
+            ErrorCode(e.code).name,
+            e.message,
+            extra=named,
+        )
         if not validate_only:
             ctx.audit_change(change, audited, resource.resource_name, e.code, e.message, configs=shown)
         return e.code, e.message
@@ -298,8 +404,13 @@ async def _alter(ctx, resource, changes: dict[str, Change], replace: bool, valid
 
 
 # Kafka's ConfigResource.Type names, for the audit log
-_CONFIG_RESOURCE_NAMES = {TOPIC: "TOPIC", GROUP: "GROUP", BROKER: "BROKER", BROKER_LOGGER: "BROKER_LOGGER",
-                          CLIENT_METRICS: "CLIENT_METRICS"}
+_CONFIG_RESOURCE_NAMES = {
+    TOPIC: "TOPIC",
+    GROUP: "GROUP",
+    BROKER: "BROKER",
+    BROKER_LOGGER: "BROKER_LOGGER",
+    CLIENT_METRICS: "CLIENT_METRICS",
+}
 
 
 async def alter_configs(ctx, request):
@@ -309,7 +420,11 @@ async def alter_configs(ctx, request):
         code, msg = _denied(ctx, Op.ALTER_CONFIGS, r)
         if not code:
             code, msg = await _alter(ctx, r, changes, True, request.validate_only)
-        out.append(AlterResponse.AlterConfigsResourceResponse(error_code=code, error_message=msg, resource_type=r.resource_type, resource_name=r.resource_name))
+        out.append(
+            AlterResponse.AlterConfigsResourceResponse(
+                error_code=code, error_message=msg, resource_type=r.resource_type, resource_name=r.resource_name
+            )
+        )
     return AlterResponse(throttle_time_ms=0, responses=out)
 
 
@@ -326,8 +441,11 @@ def _check_incremental(resource) -> tuple[int, str | None]:
     for c in resource.configs:
         if c.config_operation not in (SET, DELETE, APPEND, SUBTRACT):
             return ErrorCode.INVALID_REQUEST, f"Unknown operations type {c.config_operation}"
-        if (resource.resource_type == BROKER and c.config_operation in (APPEND, SUBTRACT)
-                and list_default(c.name, "broker") is None):
+        if (
+            resource.resource_type == BROKER
+            and c.config_operation in (APPEND, SUBTRACT)
+            and list_default(c.name, "broker") is None
+        ):
             return ErrorCode.INVALID_CONFIG, broker_not_list(c.config_operation, c.name)
     return ErrorCode.NONE, None
 
@@ -348,7 +466,11 @@ async def incremental_alter_configs(ctx, request):
                 changes[c.name] = (c.config_operation, c.value)
         if code == ErrorCode.NONE:
             code, msg = await _alter(ctx, r, changes, False, request.validate_only)
-        out.append(IncrementalResponse.AlterConfigsResourceResponse(error_code=code, error_message=msg, resource_type=r.resource_type, resource_name=r.resource_name))
+        out.append(
+            IncrementalResponse.AlterConfigsResourceResponse(
+                error_code=code, error_message=msg, resource_type=r.resource_type, resource_name=r.resource_name
+            )
+        )
     return IncrementalResponse(throttle_time_ms=0, responses=out)
 
 

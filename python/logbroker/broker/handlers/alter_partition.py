@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import logging
 
-from logbroker.common.acl import CLUSTER_NAME, AclOperation as Op, ResourceType as Res
+from logbroker.common.acl import CLUSTER_NAME
+from logbroker.common.acl import AclOperation as Op
+from logbroker.common.acl import ResourceType as Res
 from logbroker.coord.metadata.control import ControllerError
 from logbroker.log_format import fields
 from logbroker.protocol import RESPONSES, ErrorCode
@@ -33,20 +35,41 @@ async def handle(ctx, request):
             new_isr = [b.broker_id for b in p.new_isr_with_epochs] if ctx.version >= 3 else list(p.new_isr)
             try:
                 code, message, state = await controller.alter_partition(
-                    request.broker_id, request.broker_epoch, t.topic_id, p.partition_index, p.leader_epoch,
-                    p.partition_epoch, new_isr)
+                    request.broker_id,
+                    request.broker_epoch,
+                    t.topic_id,
+                    p.partition_index,
+                    p.leader_epoch,
+                    p.partition_epoch,
+                    new_isr,
+                )
             except ControllerError as e:
                 code, message, state = e.code, e.message, None
             if code != ErrorCode.NONE:
                 topic = controller.image.topic_by_id(t.topic_id)
-                log.info("AlterPartition from broker %d for partition %d of topic %s (leader epoch %d, partition "
-                         "epoch %d, ISR %s) refused: %s: %s", request.broker_id, p.partition_index, t.topic_id,
-                         p.leader_epoch, p.partition_epoch, new_isr, ErrorCode(code).name, message,
-                         extra=fields(topic=topic and topic.name, partition=p.partition_index, peer=request.broker_id))
-            parts.append(Response.PartitionData(
-                partition_index=p.partition_index, error_code=code,
-                leader_id=state.leader if state else -1, leader_epoch=state.leader_epoch if state else -1,
-                isr=list(state.isr) if state else [], leader_recovery_state=0,
-                partition_epoch=state.partition_epoch if state else -1))
+                log.info(
+                    "AlterPartition from broker %d for partition %d of topic %s (leader epoch %d, partition "
+                    "epoch %d, ISR %s) refused: %s: %s",
+                    request.broker_id,
+                    p.partition_index,
+                    t.topic_id,
+                    p.leader_epoch,
+                    p.partition_epoch,
+                    new_isr,
+                    ErrorCode(code).name,
+                    message,
+                    extra=fields(topic=topic and topic.name, partition=p.partition_index, peer=request.broker_id),
+                )
+            parts.append(
+                Response.PartitionData(
+                    partition_index=p.partition_index,
+                    error_code=code,
+                    leader_id=state.leader if state else -1,
+                    leader_epoch=state.leader_epoch if state else -1,
+                    isr=list(state.isr) if state else [],
+                    leader_recovery_state=0,
+                    partition_epoch=state.partition_epoch if state else -1,
+                )
+            )
         topics.append(Response.TopicData(topic_id=t.topic_id, partitions=parts))
     return Response(throttle_time_ms=0, error_code=ErrorCode.NONE, topics=topics)

@@ -11,7 +11,9 @@ The move itself is broker/replica_mover.py; DescribeLogDirs shows its progress."
 
 from __future__ import annotations
 
-from logbroker.common.acl import CLUSTER_NAME, AclOperation as Op, ResourceType as Res
+from logbroker.common.acl import CLUSTER_NAME
+from logbroker.common.acl import AclOperation as Op
+from logbroker.common.acl import ResourceType as Res
 from logbroker.protocol import RESPONSES, ErrorCode
 
 API_KEY = 34
@@ -27,9 +29,18 @@ async def handle(ctx, request):
     for d in request.dirs:
         for t in d.topics:
             for index in t.partitions:
-                code = (ctx.replicas.alter_log_dir(t.name, index, d.path) if allowed
-                        else ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+                code = (
+                    ctx.replicas.alter_log_dir(t.name, index, d.path)
+                    if allowed
+                    else ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+                )
                 by_topic.setdefault(t.name, []).append(
-                    Response.AlterReplicaLogDirPartitionResult(partition_index=index, error_code=code))
-    return Response(throttle_time_ms=0, results=[
-        Response.AlterReplicaLogDirTopicResult(topic_name=name, partitions=parts) for name, parts in by_topic.items()])
+                    Response.AlterReplicaLogDirPartitionResult(partition_index=index, error_code=code)
+                )
+    return Response(
+        throttle_time_ms=0,
+        results=[
+            Response.AlterReplicaLogDirTopicResult(topic_name=name, partitions=parts)
+            for name, parts in by_topic.items()
+        ],
+    )

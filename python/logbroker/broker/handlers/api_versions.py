@@ -46,10 +46,16 @@ async def handle(ctx, request):
         ctx.connection["client_software_version"] = request.client_software_version
     levels = finalized(ctx.controller.image, ctx.broker.config)
     return Response(
-        error_code=ErrorCode.NONE, api_keys=_api_keys(ctx), throttle_time_ms=0,
-        supported_features=[Response.SupportedFeatureKey(name=n, min_version=lo, max_version=hi)
-                            for n, (lo, hi) in sorted(SUPPORTED.items())],
+        error_code=ErrorCode.NONE,
+        api_keys=_api_keys(ctx),
+        throttle_time_ms=0,
+        supported_features=[
+            Response.SupportedFeatureKey(name=n, min_version=lo, max_version=hi)
+            for n, (lo, hi) in sorted(SUPPORTED.items())
+        ],
         finalized_features_epoch=ctx.controller.image.features_epoch,
-        finalized_features=[Response.FinalizedFeatureKey(name=n, max_version_level=v, min_version_level=v)
-                            for n, v in sorted(levels.items())],
+        finalized_features=[
+            Response.FinalizedFeatureKey(name=n, max_version_level=v, min_version_level=v)
+            for n, v in sorted(levels.items())
+        ],
     )

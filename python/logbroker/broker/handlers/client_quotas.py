@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import logging
 
-from logbroker.common.acl import CLUSTER_NAME, AclOperation as Op, ResourceType as Res
+from logbroker.common.acl import CLUSTER_NAME
+from logbroker.common.acl import AclOperation as Op
+from logbroker.common.acl import ResourceType as Res
 from logbroker.coord.metadata import client_quotas
 from logbroker.coord.metadata.control import ControllerError
 from logbroker.log_format import fields
@@ -30,36 +32,54 @@ DENIED = "Cluster authorization failed."
 
 async def describe(ctx, request):
     if not ctx.authorize(Op.DESCRIBE_CONFIGS, Res.CLUSTER, CLUSTER_NAME):
-        return DescribeResponse(throttle_time_ms=0, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
-                                error_message=DENIED, entries=None)
+        return DescribeResponse(
+            throttle_time_ms=0, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, error_message=DENIED, entries=None
+        )
     try:
         exact, present = client_quotas.describe_filter(
-            [(c.entity_type, c.match_type, c.match) for c in request.components])
+            [(c.entity_type, c.match_type, c.match) for c in request.components]
+        )
     except client_quotas.QuotaError as e:
-        log.info("DescribeClientQuotas from %s refused (%s): %s", ctx.peer, e.code.name, e.message,
-                 extra=fields(peer=ctx.peer))
+        log.info(
+            "DescribeClientQuotas from %s refused (%s): %s",
+            ctx.peer,
+            e.code.name,
+            e.message,
+            extra=fields(peer=ctx.peer),
+        )
         return DescribeResponse(throttle_time_ms=0, error_code=e.code, error_message=e.message, entries=None)
     entries = []
-    for entity, values in sorted(ctx.controller.image.client_quotas.items(),
-                                 key=lambda kv: client_quotas.entity_name(kv[0])):
+    for entity, values in sorted(
+        ctx.controller.image.client_quotas.items(), key=lambda kv: client_quotas.entity_name(kv[0])
+    ):
         if client_quotas.matches(entity, exact, present, request.strict):
-            entries.append(DescribeResponse.EntryData(
-                entity=[DescribeResponse.EntityData(entity_type=t, entity_name=n) for t, n in entity],
-                values=[DescribeResponse.ValueData(key=k, value=v) for k, v in sorted(values.items())]))
+            entries.append(
+                DescribeResponse.EntryData(
+                    entity=[DescribeResponse.EntityData(entity_type=t, entity_name=n) for t, n in entity],
+                    values=[DescribeResponse.ValueData(key=k, value=v) for k, v in sorted(values.items())],
+                )
+            )
     return DescribeResponse(throttle_time_ms=0, error_code=ErrorCode.NONE, error_message=None, entries=entries)
 
 
 def _entry(components, code, message):
-    return AlterResponse.EntryData(error_code=code, error_message=message, entity=[
-        AlterResponse.EntityData(entity_type=t, entity_name=n) for t, n in components])
+    return AlterResponse.EntryData(
+        error_code=code,
+        error_message=message,
+        entity=[AlterResponse.EntityData(entity_type=t, entity_name=n) for t, n in components],
+    )
 
 
 async def alter(ctx, request):
-    entries = [([(c.entity_type, c.entity_name) for c in e.entity], [(o.key, o.value, o.remove) for o in e.ops])
-               for e in request.entries]
+    entries = [
+        ([(c.entity_type, c.entity_name) for c in e.entity], [(o.key, o.value, o.remove) for o in e.ops])
+        for e in request.entries
+    ]
     if not ctx.authorize(Op.ALTER_CONFIGS, Res.CLUSTER, CLUSTER_NAME):
-        return AlterResponse(throttle_time_ms=0, entries=[
-            _entry(comps, ErrorCode.CLUSTER_AUTHORIZATION_FAILED, DENIED) for comps, _ops in entries])
+        return AlterResponse(
+            throttle_time_ms=0,
+            entries=[_entry(comps, ErrorCode.CLUSTER_AUTHORIZATION_FAILED, DENIED) for comps, _ops in entries],
+        )
     try:
         results = await ctx.controller.alter_client_quotas(entries, request.validate_only)
     except ControllerError as e:  # no controller reached: every entry fails alike
@@ -68,12 +88,23 @@ async def alter(ctx, request):
     for comps, code, message in results:
         if not request.validate_only:  # the audit log (broker/audit_log.py)
             name = client_quotas.entity_name(comps)
-            ctx.audit_change("alter_client_quotas", "CLIENT_QUOTA", name, code, message,
-                             quotas={k: None if remove else v for k, v, remove in ops.get(name, [])})
+            ctx.audit_change(
+                "alter_client_quotas",
+                "CLIENT_QUOTA",
+                name,
+                code,
+                message,
+                quotas={k: None if remove else v for k, v, remove in ops.get(name, [])},
+            )
         if code != ErrorCode.NONE:
-            log.info("altering the client quotas of %s from %s refused (%s): %s",
-                     client_quotas.entity_name(comps), ctx.peer, ErrorCode(code).name, message,
-                     extra=fields(peer=ctx.peer))
+            log.info(
+                "altering the client quotas of %s from %s refused (%s): %s",
+                client_quotas.entity_name(comps),
+                ctx.peer,
+                ErrorCode(code).name,
+                message,
+                extra=fields(peer=ctx.peer),
+            )
     return AlterResponse(throttle_time_ms=0, entries=[_entry(comps, code, message) for comps, code, message in results])
 
 

@@ -15,13 +15,21 @@ PushResponse = RESPONSES[PUSH_TELEMETRY]
 async def get_telemetry_subscriptions(ctx, request):
     manager = ctx.broker.client_telemetry
     code, message, instance_id, inst = manager.get_subscriptions(
-        request.client_instance_id, ClientInfo.of(ctx), ctx.controller.image.client_metrics)
+        request.client_instance_id, ClientInfo.of(ctx), ctx.controller.image.client_metrics
+    )
     if code != ErrorCode.NONE:
         return GetResponse(throttle_time_ms=0, error_code=code)
-    return GetResponse(throttle_time_ms=0, error_code=ErrorCode.NONE, client_instance_id=instance_id,
-                       subscription_id=inst.subscription_id, accepted_compression_types=list(ACCEPTED_COMPRESSION),
-                       push_interval_ms=inst.interval_ms, telemetry_max_bytes=manager.max_bytes,
-                       delta_temporality=True, requested_metrics=list(inst.metrics))
+    return GetResponse(
+        throttle_time_ms=0,
+        error_code=ErrorCode.NONE,
+        client_instance_id=instance_id,
+        subscription_id=inst.subscription_id,
+        accepted_compression_types=list(ACCEPTED_COMPRESSION),
+        push_interval_ms=inst.interval_ms,
+        telemetry_max_bytes=manager.max_bytes,
+        delta_temporality=True,
+        requested_metrics=list(inst.metrics),
+    )
 
 
 async def push_telemetry(ctx, request):

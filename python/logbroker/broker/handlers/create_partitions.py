@@ -3,10 +3,11 @@ TOPIC_AUTHORIZATION_FAILED, as Kafka)."""
 
 from __future__ import annotations
 
-from logbroker.common.acl import AclOperation as Op, ResourceType as Res
+from logbroker.common.acl import AclOperation as Op
+from logbroker.common.acl import ResourceType as Res
 from logbroker.coord.metadata.control import ControllerError
-from logbroker.protocol import RESPONSES, ErrorCode
 from logbroker.coord.metadata.controller_forwarding import client_timeout
+from logbroker.protocol import RESPONSES, ErrorCode
 
 API_KEY = 37
 MIN_VERSION = 0

@@ -9,14 +9,16 @@ from __future__ import annotations
 
 import logging
 
-from logbroker.common.acl import CLUSTER_NAME, AclOperation as Op, ResourceType as Res
+from logbroker.broker.audit_log import shown_value
+from logbroker.common.acl import CLUSTER_NAME
+from logbroker.common.acl import AclOperation as Op
+from logbroker.common.acl import ResourceType as Res
 from logbroker.common.config import TOPIC_KEYS
 from logbroker.coord.metadata.control import ControllerError
-from logbroker.protocol import RESPONSES, ErrorCode
 from logbroker.coord.metadata.controller_forwarding import client_timeout
 from logbroker.coord.metadata.replication_control import NewTopicSpec
-from logbroker.broker.audit_log import shown_value
 from logbroker.log_format import fields
+from logbroker.protocol import RESPONSES, ErrorCode
 
 API_KEY = 19
 MIN_VERSION = 2
@@ -35,8 +37,11 @@ def config_entries(ctx, overrides: dict[str, str]) -> list:
     resolved = ctx.broker.config.resolve_topic(overrides)
     return [
         Response.CreatableTopicConfigs(
-            name=k, value=resolved[k], read_only=False,
-            config_source=SOURCE_TOPIC if k in overrides else SOURCE_DEFAULT, is_sensitive=False,
+            name=k,
+            value=resolved[k],
+            read_only=False,
+            config_source=SOURCE_TOPIC if k in overrides else SOURCE_DEFAULT,
+            is_sensitive=False,
         )
         for k in sorted(TOPIC_KEYS)
     ]
@@ -79,17 +84,30 @@ async def handle(ctx, request):
             if isinstance(topic, ControllerError):
                 ctx.audit_change("create_topic", "TOPIC", spec.name, topic.code, topic.message, configs=shown)
             else:
-                ctx.audit_change("create_topic", "TOPIC", spec.name, partitions=len(topic.partitions),
-                                 replication_factor=len(topic.partitions[0].replicas) if topic.partitions else -1,
-                                 configs=shown)
+                ctx.audit_change(
+                    "create_topic",
+                    "TOPIC",
+                    spec.name,
+                    partitions=len(topic.partitions),
+                    replication_factor=len(topic.partitions[0].replicas) if topic.partitions else -1,
+                    configs=shown,
+                )
         if isinstance(topic, ControllerError):
             res.error_code, res.error_message = topic.code, topic.message
             if topic.code != ErrorCode.TOPIC_ALREADY_EXISTS:
-                log.info("CreateTopics %s from %s refused (%s): %s", spec.name, ctx.peer, ErrorCode(topic.code).name,
-                         topic.message, extra=fields(topic=spec.name, peer=ctx.peer))
+                log.info(
+                    "CreateTopics %s from %s refused (%s): %s",
+                    spec.name,
+                    ctx.peer,
+                    ErrorCode(topic.code).name,
+                    topic.message,
+                    extra=fields(topic=spec.name, peer=ctx.peer),
+                )
             continue
         res.topic_id = topic.topic_id
-        if not ctx.authorize(Op.DESCRIBE_CONFIGS, Res.TOPIC, spec.name):  # the topic's settings only to who may see them
+        if not ctx.authorize(
+            Op.DESCRIBE_CONFIGS, Res.TOPIC, spec.name
+        ):  # the topic's settings only to who may see them
             if ctx.version >= 5:
                 res.topic_config_error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
             continue

@@ -29,7 +29,8 @@ from __future__ import annotations
 
 import logging
 
-from logbroker.common.acl import AclOperation as Op, ResourceType as Res
+from logbroker.common.acl import AclOperation as Op
+from logbroker.common.acl import ResourceType as Res
 from logbroker.common.delegation_tokens import token_hmac, token_id_of_hmac
 from logbroker.coord.metadata.control import ControllerError
 from logbroker.coord.metadata.controller_channel import serving_controller_listener
@@ -59,13 +60,18 @@ def _refusal(ctx) -> tuple[ErrorCode, str] | None:
         protocol = ctx.broker.config.security_protocol(ctx.listener)
         token_login = bool(ctx.connection and ctx.connection.get("token_authenticated"))
         if protocol == "PLAINTEXT" or ctx.principal in (None, ANONYMOUS) or token_login:
-            why = ("a connection that logged in with a delegation token" if token_login else
-                   f"an unauthenticated {protocol} connection ({ctx.principal})")
+            why = (
+                "a connection that logged in with a delegation token"
+                if token_login
+                else f"an unauthenticated {protocol} connection ({ctx.principal})"
+            )
             return ErrorCode.DELEGATION_TOKEN_REQUEST_NOT_ALLOWED, (
-                f"delegation token requests are not allowed on {why}; use a SASL or client-certificate login")
+                f"delegation token requests are not allowed on {why}; use a SASL or client-certificate login"
+            )
     if not _secret(ctx):
-        return ErrorCode.DELEGATION_TOKEN_AUTH_DISABLED, ("delegation tokens are off on this cluster: set "
-                                                          "delegation.token.secret.key (the same on every node)")
+        return ErrorCode.DELEGATION_TOKEN_AUTH_DISABLED, (
+            "delegation tokens are off on this cluster: set delegation.token.secret.key (the same on every node)"
+        )
     return None
 
 
@@ -76,12 +82,27 @@ def _principal(kind: str | None, name: str | None) -> str:
 async def create(ctx, request):
     def answer(code: ErrorCode, message: str = "") -> CreateResponse:
         if code != ErrorCode.NONE:
-            log.info("delegation token for %s from %s refused (%s): %s", ctx.principal, ctx.peer, code.name, message,
-                     extra=fields(peer=ctx.peer))
+            log.info(
+                "delegation token for %s from %s refused (%s): %s",
+                ctx.principal,
+                ctx.peer,
+                code.name,
+                message,
+                extra=fields(peer=ctx.peer),
+            )
         kind, _, name = (ctx.principal or ANONYMOUS).partition(":")
-        return CreateResponse(error_code=code, principal_type=kind, principal_name=name,
-                              **_requester(ctx, kind, name), issue_timestamp_ms=-1, expiry_timestamp_ms=-1,
-                              max_timestamp_ms=-1, token_id="", hmac=b"", throttle_time_ms=0)
+        return CreateResponse(
+            error_code=code,
+            principal_type=kind,
+            principal_name=name,
+            **_requester(ctx, kind, name),
+            issue_timestamp_ms=-1,
+            expiry_timestamp_ms=-1,
+            max_timestamp_ms=-1,
+            token_id="",
+            hmac=b"",
+            throttle_time_ms=0,
+        )
 
     refused = _refusal(ctx)
     if refused is not None:
@@ -96,26 +117,47 @@ async def create(ctx, request):
     renewers = [_principal(r.principal_type, r.principal_name) for r in request.renewers]
     for p in [owner, *renewers]:
         if not p.startswith("User:") or p == "User:":
-            return answer(ErrorCode.INVALID_PRINCIPAL_TYPE, f"principal {p!r}: token owners and renewers are User "
-                                                            "principals")
-    if owner != ctx.principal and not _on_controller_listener(ctx) and \
-            not ctx.authorize(Op.CREATE_TOKENS, Res.USER, owner.partition(":")[2]):
-        return answer(ErrorCode.DELEGATION_TOKEN_AUTHORIZATION_FAILED,
-                      f"{ctx.principal} may not create tokens for {owner} (CREATE_TOKENS on the user)")
+            return answer(
+                ErrorCode.INVALID_PRINCIPAL_TYPE, f"principal {p!r}: token owners and renewers are User principals"
+            )
+    if (
+        owner != ctx.principal
+        and not _on_controller_listener(ctx)
+        and not ctx.authorize(Op.CREATE_TOKENS, Res.USER, owner.partition(":")[2])
+    ):
+        return answer(
+            ErrorCode.DELEGATION_TOKEN_AUTHORIZATION_FAILED,
+            f"{ctx.principal} may not create tokens for {owner} (CREATE_TOKENS on the user)",
+        )
     requester = owner if _on_controller_listener(ctx) else ctx.principal
     try:
         token = await ctx.controller.create_delegation_token(owner, requester, renewers, request.max_lifetime_ms)
     except ControllerError as e:
         ctx.audit_change("create_delegation_token", "USER", owner, e.code, e.message)
         return answer(e.code, e.message)
-    ctx.audit_change("create_delegation_token", "DELEGATION_TOKEN", token.token_id, owner=token.owner,
-                     renewers=list(token.renewers), expiry_ms=token.expiry_ms, max_ms=token.max_ms)
+    ctx.audit_change(
+        "create_delegation_token",
+        "DELEGATION_TOKEN",
+        token.token_id,
+        owner=token.owner,
+        renewers=list(token.renewers),
+        expiry_ms=token.expiry_ms,
+        max_ms=token.max_ms,
+    )
     kind, _, name = token.owner.partition(":")
     rkind, _, rname = token.requester.partition(":")
-    return CreateResponse(error_code=ErrorCode.NONE, principal_type=kind, principal_name=name,
-                          **_requester(ctx, rkind, rname), issue_timestamp_ms=token.issue_ms, expiry_timestamp_ms=token.expiry_ms,
-                          max_timestamp_ms=token.max_ms, token_id=token.token_id,
-                          hmac=token_hmac(_secret(ctx), token.token_id), throttle_time_ms=0)
+    return CreateResponse(
+        error_code=ErrorCode.NONE,
+        principal_type=kind,
+        principal_name=name,
+        **_requester(ctx, rkind, rname),
+        issue_timestamp_ms=token.issue_ms,
+        expiry_timestamp_ms=token.expiry_ms,
+        max_timestamp_ms=token.max_ms,
+        token_id=token.token_id,
+        hmac=token_hmac(_secret(ctx), token.token_id),
+        throttle_time_ms=0,
+    )
 
 
 def _requester(ctx, kind: str, name: str) -> dict[str, str]:
@@ -132,8 +174,15 @@ async def _renew_or_expire(ctx, request, response, period_ms: int, renew: bool):
 
     def answer(code: ErrorCode, message: str, expiry: int = -1):
         if code != ErrorCode.NONE:
-            log.info("%s a delegation token for %s from %s refused (%s): %s", what, ctx.principal, ctx.peer,
-                     code.name, message, extra=fields(peer=ctx.peer))
+            log.info(
+                "%s a delegation token for %s from %s refused (%s): %s",
+                what,
+                ctx.principal,
+                ctx.peer,
+                code.name,
+                message,
+                extra=fields(peer=ctx.peer),
+            )
         return response(error_code=code, expiry_timestamp_ms=expiry, throttle_time_ms=0)
 
     refused = _refusal(ctx)
@@ -145,19 +194,27 @@ async def _renew_or_expire(ctx, request, response, period_ms: int, renew: bool):
         return answer(ErrorCode.DELEGATION_TOKEN_NOT_FOUND, "no delegation token has that HMAC")
     token = image.delegation_tokens[token_id]
     if not _may_change(ctx, token):
-        return answer(ErrorCode.DELEGATION_TOKEN_OWNER_MISMATCH,
-                      f"{ctx.principal} is neither the owner ({token.owner}) nor a renewer of token {token_id}")
+        return answer(
+            ErrorCode.DELEGATION_TOKEN_OWNER_MISMATCH,
+            f"{ctx.principal} is neither the owner ({token.owner}) nor a renewer of token {token_id}",
+        )
     try:
         if renew:
             expiry = await ctx.controller.renew_delegation_token(token_id, bytes(request.hmac), period_ms)
         else:
             expiry = await ctx.controller.expire_delegation_token(token_id, bytes(request.hmac), period_ms)
     except ControllerError as e:
-        ctx.audit_change(f"{'renew' if renew else 'expire'}_delegation_token", "DELEGATION_TOKEN", token_id,
-                         e.code, e.message)
+        ctx.audit_change(
+            f"{'renew' if renew else 'expire'}_delegation_token", "DELEGATION_TOKEN", token_id, e.code, e.message
+        )
         return answer(e.code, e.message)
-    ctx.audit_change(f"{'renew' if renew else 'expire'}_delegation_token", "DELEGATION_TOKEN", token_id,
-                     owner=token.owner, expiry_ms=expiry)
+    ctx.audit_change(
+        f"{'renew' if renew else 'expire'}_delegation_token",
+        "DELEGATION_TOKEN",
+        token_id,
+        owner=token.owner,
+        expiry_ms=expiry,
+    )
     return answer(ErrorCode.NONE, "", expiry)
 
 
@@ -184,11 +241,24 @@ async def describe(ctx, request):
             continue
         kind, _, name = t.owner.partition(":")
         rkind, _, rname = t.requester.partition(":")
-        described.append(DescribeResponse.DescribedDelegationToken(
-            principal_type=kind, principal_name=name, **_requester(ctx, rkind, rname), issue_timestamp=t.issue_ms, expiry_timestamp=t.expiry_ms,
-            max_timestamp=t.max_ms, token_id=token_id, hmac=token_hmac(secret, token_id),
-            renewers=[DescribeResponse.DescribedDelegationTokenRenewer(
-                principal_type=r.partition(":")[0], principal_name=r.partition(":")[2]) for r in t.renewers]))
+        described.append(
+            DescribeResponse.DescribedDelegationToken(
+                principal_type=kind,
+                principal_name=name,
+                **_requester(ctx, rkind, rname),
+                issue_timestamp=t.issue_ms,
+                expiry_timestamp=t.expiry_ms,
+                max_timestamp=t.max_ms,
+                token_id=token_id,
+                hmac=token_hmac(secret, token_id),
+                renewers=[
+                    DescribeResponse.DescribedDelegationTokenRenewer(
+                        principal_type=r.partition(":")[0], principal_name=r.partition(":")[2]
+                    )
+                    for r in t.renewers
+                ],
+            )
+        )
     return DescribeResponse(error_code=ErrorCode.NONE, tokens=described, throttle_time_ms=0)
 
 

@@ -7,9 +7,10 @@ from __future__ import annotations
 import trio
 
 from logbroker import _core
-from logbroker.common.acl import AclOperation as Op, ResourceType as Res
-from logbroker.common.errors import error_code_for
 from logbroker.broker.handlers.lookup import leader_partition
+from logbroker.common.acl import AclOperation as Op
+from logbroker.common.acl import ResourceType as Res
+from logbroker.common.errors import error_code_for
 from logbroker.protocol import RESPONSES, ErrorCode
 
 API_KEY = 21
@@ -27,7 +28,9 @@ async def handle(ctx, request):
         topics.append(Response.DeleteRecordsTopicResult(name=t.name, partitions=parts))
         deletable = ctx.authorize(Op.DELETE, Res.TOPIC, t.name)
         for p in t.partitions:
-            r = Response.DeleteRecordsPartitionResult(partition_index=p.partition_index, low_watermark=-1, error_code=ErrorCode.NONE)
+            r = Response.DeleteRecordsPartitionResult(
+                partition_index=p.partition_index, low_watermark=-1, error_code=ErrorCode.NONE
+            )
             parts.append(r)
             if not deletable:
                 r.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import uuid
 
-from logbroker.common.acl import CLUSTER_NAME, AclOperation as Op, ResourceType as Res
+from logbroker.common.acl import CLUSTER_NAME
+from logbroker.common.acl import AclOperation as Op
+from logbroker.common.acl import ResourceType as Res
 from logbroker.coord.metadata.control import ControllerError
-from logbroker.protocol import RESPONSES, ErrorCode
 from logbroker.coord.metadata.controller_forwarding import client_timeout
+from logbroker.protocol import RESPONSES, ErrorCode
 
 API_KEY = 20
 MIN_VERSION = 1

@@ -13,7 +13,9 @@ import os
 
 import trio
 
-from logbroker.common.acl import CLUSTER_NAME, AclOperation as Op, ResourceType as Res
+from logbroker.common.acl import CLUSTER_NAME
+from logbroker.common.acl import AclOperation as Op
+from logbroker.common.acl import ResourceType as Res
 from logbroker.protocol import RESPONSES, ErrorCode
 
 API_KEY = 35
@@ -33,13 +35,29 @@ def _describe(dirs, placed, futures, wanted: dict[str, set[int]] | None) -> list
             by_dir.setdefault(d, {}).setdefault(topic, []).append(entry)
 
     for d, topic, index, lg in sorted(placed, key=lambda x: (x[1], x[2])):
-        add(d, topic, index, Response.DescribeLogDirsPartition(
-            partition_index=index, partition_size=lg.size_bytes,
-            offset_lag=max(lg.high_watermark - lg.log_end_offset, 0), is_future_key=False))
+        add(
+            d,
+            topic,
+            index,
+            Response.DescribeLogDirsPartition(
+                partition_index=index,
+                partition_size=lg.size_bytes,
+                offset_lag=max(lg.high_watermark - lg.log_end_offset, 0),
+                is_future_key=False,
+            ),
+        )
     for d, topic, index, future, current in futures:
-        add(d, topic, index, Response.DescribeLogDirsPartition(
-            partition_index=index, partition_size=future.size_bytes,
-            offset_lag=max(current.log_end_offset - future.log_end_offset, 0), is_future_key=True))
+        add(
+            d,
+            topic,
+            index,
+            Response.DescribeLogDirsPartition(
+                partition_index=index,
+                partition_size=future.size_bytes,
+                offset_lag=max(current.log_end_offset - future.log_end_offset, 0),
+                is_future_key=True,
+            ),
+        )
     results = []
     for d, topics in by_dir.items():
         try:
@@ -48,16 +66,25 @@ def _describe(dirs, placed, futures, wanted: dict[str, set[int]] | None) -> list
         except OSError:
             total = usable = -1
             code = ErrorCode.KAFKA_STORAGE_ERROR
-        results.append(Response.DescribeLogDirsResult(
-            error_code=code, log_dir=str(d), total_bytes=total, usable_bytes=usable,
-            topics=[Response.DescribeLogDirsTopic(name=t, partitions=ps) for t, ps in topics.items()]))
+        results.append(
+            Response.DescribeLogDirsResult(
+                error_code=code,
+                log_dir=str(d),
+                total_bytes=total,
+                usable_bytes=usable,
+                topics=[Response.DescribeLogDirsTopic(name=t, partitions=ps) for t, ps in topics.items()],
+            )
+        )
     return results
 
 
 async def handle(ctx, request):
     if not ctx.authorize(Op.DESCRIBE, Res.CLUSTER, CLUSTER_NAME):  # Kafka: a top-level error (v3+), no results
-        return Response(throttle_time_ms=0, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED if ctx.version >= 3
-                        else ErrorCode.NONE, results=[])
+        return Response(
+            throttle_time_ms=0,
+            error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED if ctx.version >= 3 else ErrorCode.NONE,
+            results=[],
+        )
     replicas = ctx.replicas
     where = replicas.log_dirs.where
     placed = [(where.get(key), key[0], key[1], p.log) for key, p in replicas.partitions.items() if not p.deleted]

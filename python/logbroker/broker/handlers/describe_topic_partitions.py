@@ -28,7 +28,8 @@ from __future__ import annotations
 
 import uuid
 
-from logbroker.common.acl import AclOperation as Op, ResourceType as Res
+from logbroker.common.acl import AclOperation as Op
+from logbroker.common.acl import ResourceType as Res
 from logbroker.coord.metadata.metadata import topic_name_error
 from logbroker.protocol import RESPONSES, ErrorCode
 
@@ -47,10 +48,16 @@ def _is_internal(name: str) -> bool:
 
 
 def _invalid(request, message: str):
-    return Response(throttle_time_ms=0, next_cursor=None, topics=[
-        Response.DescribeTopicPartitionsResponseTopic(
-            error_code=ErrorCode.INVALID_REQUEST, name=t.name, topic_id=ZERO_UUID, is_internal=False, partitions=[])
-        for t in request.topics])
+    return Response(
+        throttle_time_ms=0,
+        next_cursor=None,
+        topics=[
+            Response.DescribeTopicPartitionsResponseTopic(
+                error_code=ErrorCode.INVALID_REQUEST, name=t.name, topic_id=ZERO_UUID, is_internal=False, partitions=[]
+            )
+            for t in request.topics
+        ],
+    )
 
 
 def _partitions(image, topic, start: int, limit: int) -> tuple[list, int]:
@@ -64,11 +71,19 @@ def _partitions(image, topic, start: int, limit: int) -> tuple[list, int]:
         if p is None:
             continue
         offline = [r for r in p.replicas if r not in image.brokers or image.brokers[r].fenced]
-        out.append(Response.DescribeTopicPartitionsResponsePartition(
-            error_code=ErrorCode.NONE, partition_index=i,
-            leader_id=p.leader if p.leader in image.brokers else NO_LEADER_ID,
-            leader_epoch=p.leader_epoch, replica_nodes=list(p.replicas), isr_nodes=list(p.isr),
-            eligible_leader_replicas=[], last_known_elr=[], offline_replicas=offline))
+        out.append(
+            Response.DescribeTopicPartitionsResponsePartition(
+                error_code=ErrorCode.NONE,
+                partition_index=i,
+                leader_id=p.leader if p.leader in image.brokers else NO_LEADER_ID,
+                leader_epoch=p.leader_epoch,
+                replica_nodes=list(p.replicas),
+                isr_nodes=list(p.isr),
+                eligible_leader_replicas=[],
+                last_known_elr=[],
+                offline_replicas=offline,
+            )
+        )
     return out, (upper if upper < count else -1)
 
 
@@ -92,9 +107,15 @@ async def handle(ctx, request):
         if ctx.authorize(Op.DESCRIBE, Res.TOPIC, name):
             authorized.append(name)
         elif not everything:
-            unauthorized.append(Response.DescribeTopicPartitionsResponseTopic(
-                error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, name=name, topic_id=ZERO_UUID,
-                is_internal=False, partitions=[]))
+            unauthorized.append(
+                Response.DescribeTopicPartitionsResponseTopic(
+                    error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                    name=name,
+                    topic_id=ZERO_UUID,
+                    is_internal=False,
+                    partitions=[],
+                )
+            )
 
     remaining = max(min(MAX_REQUEST_PARTITION_SIZE_LIMIT, request.response_partition_limit), 1)
     topics = []
@@ -107,15 +128,28 @@ async def handle(ctx, request):
         topic = image.topics.get(name)
         if topic is None:
             if not everything:
-                code = ErrorCode.INVALID_TOPIC_EXCEPTION if topic_name_error(name) else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                topics.append(Response.DescribeTopicPartitionsResponseTopic(
-                    error_code=code, name=name, topic_id=ZERO_UUID, is_internal=_is_internal(name), partitions=[]))
+                code = (
+                    ErrorCode.INVALID_TOPIC_EXCEPTION
+                    if topic_name_error(name)
+                    else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                )
+                topics.append(
+                    Response.DescribeTopicPartitionsResponseTopic(
+                        error_code=code, name=name, topic_id=ZERO_UUID, is_internal=_is_internal(name), partitions=[]
+                    )
+                )
             continue
         start = cursor.partition_index if cursor is not None and name == cursor_topic else 0
         parts, next_index = _partitions(image, topic, start, remaining)
-        topics.append(Response.DescribeTopicPartitionsResponseTopic(
-            error_code=ErrorCode.NONE, name=name, topic_id=topic.topic_id, is_internal=_is_internal(name),
-            partitions=parts))
+        topics.append(
+            Response.DescribeTopicPartitionsResponseTopic(
+                error_code=ErrorCode.NONE,
+                name=name,
+                topic_id=topic.topic_id,
+                is_internal=_is_internal(name),
+                partitions=parts,
+            )
+        )
         if next_index != -1:
             next_cursor = Response.Cursor(topic_name=name, partition_index=next_index)
             break

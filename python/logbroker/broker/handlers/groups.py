@@ -21,12 +21,14 @@ import uuid
 
 import trio
 
-from logbroker.common.acl import CLUSTER_NAME, AclOperation as Op, ResourceType as Res
-from logbroker.coord.metadata.control import ControllerError
+from logbroker.common.acl import CLUSTER_NAME
+from logbroker.common.acl import AclOperation as Op
+from logbroker.common.acl import ResourceType as Res
 from logbroker.coord.groups.group import GroupState
 from logbroker.coord.groups.offsets_topic import OFFSETS_TOPIC
 from logbroker.coord.groups.share_state_log import SHARE_STATE_TOPIC
 from logbroker.coord.groups.transaction_log import TRANSACTION_STATE_TOPIC
+from logbroker.coord.metadata.control import ControllerError
 from logbroker.protocol import RESPONSES, ErrorCode
 
 GROUP_KEY, TRANSACTION_KEY, SHARE_KEY = 0, 1, 2
@@ -64,13 +66,22 @@ async def find_coordinator(ctx, request):
     # transactional id; a share-partition key (brokers') needs CLUSTER_ACTION on the cluster
     denied: dict[str, tuple[int, str]] = {}
     if request.key_type == GROUP_KEY:
-        denied = {k: (ErrorCode.GROUP_AUTHORIZATION_FAILED, "Group authorization failed.")
-                  for k in keys if not ctx.authorize(Op.DESCRIBE, Res.GROUP, k)}
+        denied = {
+            k: (ErrorCode.GROUP_AUTHORIZATION_FAILED, "Group authorization failed.")
+            for k in keys
+            if not ctx.authorize(Op.DESCRIBE, Res.GROUP, k)
+        }
     elif request.key_type == TRANSACTION_KEY:
-        denied = {k: (ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "Transactional Id authorization failed.")
-                  for k in keys if not ctx.authorize(Op.DESCRIBE, Res.TRANSACTIONAL_ID, k)}
-    elif request.key_type == SHARE_KEY and shares_served and not ctx.authorize(Op.CLUSTER_ACTION, Res.CLUSTER,
-                                                                              CLUSTER_NAME):
+        denied = {
+            k: (ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "Transactional Id authorization failed.")
+            for k in keys
+            if not ctx.authorize(Op.DESCRIBE, Res.TRANSACTIONAL_ID, k)
+        }
+    elif (
+        request.key_type == SHARE_KEY
+        and shares_served
+        and not ctx.authorize(Op.CLUSTER_ACTION, Res.CLUSTER, CLUSTER_NAME)
+    ):
         denied = {k: (ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.") for k in keys}
     keys_allowed = [k for k in keys if k not in denied]
     if request.key_type == GROUP_KEY and any(keys_allowed):
@@ -100,13 +111,21 @@ async def find_coordinator(ctx, request):
             code, msg = denied[key]
         elif unavailable is not None and key:
             code, msg = ErrorCode.COORDINATOR_NOT_AVAILABLE, unavailable
-        elif request.key_type not in (GROUP_KEY, TRANSACTION_KEY) and not (request.key_type == SHARE_KEY
-                                                                           and shares_served):
+        elif request.key_type not in (GROUP_KEY, TRANSACTION_KEY) and not (
+            request.key_type == SHARE_KEY and shares_served
+        ):
             code, msg = ErrorCode.INVALID_REQUEST, f"unknown coordinator key type {request.key_type}"
         elif not key:
-            code, msg = ErrorCode.INVALID_REQUEST, ("empty group id" if request.key_type == GROUP_KEY
-                                                    else "empty transactional id" if request.key_type == TRANSACTION_KEY
-                                                    else "empty share-partition key")
+            code, msg = (
+                ErrorCode.INVALID_REQUEST,
+                (
+                    "empty group id"
+                    if request.key_type == GROUP_KEY
+                    else "empty transactional id"
+                    if request.key_type == TRANSACTION_KEY
+                    else "empty share-partition key"
+                ),
+            )
         elif request.key_type == SHARE_KEY and not _share_key_ok(key):
             code, msg = ErrorCode.INVALID_REQUEST, f"share coordinator key {key!r} is not groupId:topicId:partition"
         else:
@@ -119,32 +138,45 @@ async def find_coordinator(ctx, request):
                 topic, (index, leader) = SHARE_STATE_TOPIC, ctx.broker.share_coordinator.coordinator_node(key)
             b = ctx.controller.image.brokers.get(leader)
             if b is None or b.fenced:
-                code, msg = (ErrorCode.COORDINATOR_NOT_AVAILABLE,
-                             f"{topic}-{index} has no available leader (leader {leader})")
-            elif request.key_type == GROUP_KEY and \
-                    coord.check_coordinator(key) == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
+                code, msg = (
+                    ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                    f"{topic}-{index} has no available leader (leader {leader})",
+                )
+            elif (
+                request.key_type == GROUP_KEY and coord.check_coordinator(key) == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+            ):
                 # as Kafka, which answers so until its new partition is loaded: a group's
                 # requests would get COORDINATOR_LOAD_IN_PROGRESS, not every client retries it
-                code, msg = (ErrorCode.COORDINATOR_NOT_AVAILABLE,
-                             f"the coordinator of {topic}-{index} (node {leader}) is loading it")
+                code, msg = (
+                    ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                    f"the coordinator of {topic}-{index} (node {leader}) is loading it",
+                )
             else:
                 code, node, (host, port) = ErrorCode.NONE, b.node_id, b.endpoint(ctx.listener)
         results.append((key, node, host, port, code, msg))
     if version >= 4:
-        return Response(throttle_time_ms=0, coordinators=[
-            Response.Coordinator(key=k, node_id=n, host=h, port=p, error_code=c, error_message=m)
-            for k, n, h, p, c, m in results
-        ])
+        return Response(
+            throttle_time_ms=0,
+            coordinators=[
+                Response.Coordinator(key=k, node_id=n, host=h, port=p, error_code=c, error_message=m)
+                for k, n, h, p, c, m in results
+            ],
+        )
     _k, n, h, p, c, m = results[0]
-    return Response(throttle_time_ms=0, error_code=c, error_message=m if version >= 1 else None, node_id=n, host=h, port=p)
+    return Response(
+        throttle_time_ms=0, error_code=c, error_message=m if version >= 1 else None, node_id=n, host=h, port=p
+    )
 
 
 async def join_group(ctx, request):
     Response = RESPONSES[11]
     version = ctx.version
     if not ctx.authorize(Op.READ, Res.GROUP, request.group_id):
-        return Response(throttle_time_ms=0, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED,
-                        protocol_name=None if version >= 7 else "")
+        return Response(
+            throttle_time_ms=0,
+            error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED,
+            protocol_name=None if version >= 7 else "",
+        )
     res = await ctx.broker.groups.join_group(
         group_id=request.group_id,
         member_id=request.member_id,
@@ -191,7 +223,8 @@ async def sync_group(ctx, request):
         assignments={a.member_id: bytes(a.assignment) for a in request.assignments},
     )
     return Response(
-        throttle_time_ms=0, error_code=res.error,
+        throttle_time_ms=0,
+        error_code=res.error,
         protocol_type=res.protocol_type if version >= 5 else None,
         protocol_name=res.protocol_name if version >= 5 else None,
         assignment=res.assignment,
@@ -202,7 +235,9 @@ async def heartbeat(ctx, request):
     if not ctx.authorize(Op.READ, Res.GROUP, request.group_id):
         return RESPONSES[12](throttle_time_ms=0, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
     code = ctx.broker.groups.heartbeat(
-        group_id=request.group_id, generation_id=request.generation_id, member_id=request.member_id,
+        group_id=request.group_id,
+        generation_id=request.generation_id,
+        member_id=request.member_id,
         group_instance_id=request.group_instance_id if ctx.version >= 3 else None,
     )
     return RESPONSES[12](throttle_time_ms=0, error_code=code)
@@ -221,7 +256,8 @@ async def leave_group(ctx, request):
     if version < 3:
         return Response(throttle_time_ms=0, error_code=top if top else codes[0])
     return Response(
-        throttle_time_ms=0, error_code=top,
+        throttle_time_ms=0,
+        error_code=top,
         members=[
             Response.MemberResponse(member_id=mid, group_instance_id=inst, error_code=c)
             for (mid, inst), c in zip(members, codes)
@@ -236,37 +272,61 @@ async def describe_groups(ctx, request):
     out = []
     for gid in request.groups:
         if not ctx.authorize(Op.DESCRIBE, Res.GROUP, gid):  # before anything about the group
-            out.append(Response.DescribedGroup(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, group_id=gid,
-                                               group_state="", protocol_type="", protocol_data="", members=[]))
+            out.append(
+                Response.DescribedGroup(
+                    error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED,
+                    group_id=gid,
+                    group_state="",
+                    protocol_type="",
+                    protocol_data="",
+                    members=[],
+                )
+            )
             continue
         code = coord.check_coordinator(gid)
         group = coord.groups.get(gid)
         if code:
-            out.append(Response.DescribedGroup(error_code=code, group_id=gid, group_state="", protocol_type="", protocol_data="", members=[]))
+            out.append(
+                Response.DescribedGroup(
+                    error_code=code, group_id=gid, group_state="", protocol_type="", protocol_data="", members=[]
+                )
+            )
             continue
         if group is None:
-            out.append(Response.DescribedGroup(
-                error_code=ErrorCode.GROUP_ID_NOT_FOUND if version >= 6 else ErrorCode.NONE,
-                error_message=f"group {gid!r} does not exist" if version >= 6 else None,
-                group_id=gid, group_state=GroupState.DEAD.value, protocol_type="", protocol_data="", members=[]))
+            out.append(
+                Response.DescribedGroup(
+                    error_code=ErrorCode.GROUP_ID_NOT_FOUND if version >= 6 else ErrorCode.NONE,
+                    error_message=f"group {gid!r} does not exist" if version >= 6 else None,
+                    group_id=gid,
+                    group_state=GroupState.DEAD.value,
+                    protocol_type="",
+                    protocol_data="",
+                    members=[],
+                )
+            )
             continue
         stable = group.state == GroupState.STABLE
         members = [
             Response.DescribedGroupMember(
                 member_id=m.member_id,
                 group_instance_id=m.group_instance_id if version >= 4 else None,
-                client_id=m.client_id, client_host=m.client_host,
+                client_id=m.client_id,
+                client_host=m.client_host,
                 member_metadata=m.metadata_for(group.protocol_name) if stable and group.protocol_name else b"",
                 member_assignment=m.assignment if stable else b"",
             )
             for m in group.members.values()
         ]
-        out.append(Response.DescribedGroup(
-            error_code=ErrorCode.NONE, group_id=gid, group_state=group.state.value,
-            protocol_type=group.protocol_type or "",
-            protocol_data=(group.protocol_name or "") if stable else "",
-            members=members,
-        ))
+        out.append(
+            Response.DescribedGroup(
+                error_code=ErrorCode.NONE,
+                group_id=gid,
+                group_state=group.state.value,
+                protocol_type=group.protocol_type or "",
+                protocol_data=(group.protocol_name or "") if stable else "",
+                members=members,
+            )
+        )
     if version >= 3 and request.include_authorized_operations:
         for g in out:
             if g.error_code == ErrorCode.NONE:
@@ -297,11 +357,14 @@ async def list_groups(ctx, request):
             continue
         if not (every or ctx.authorize(Op.DESCRIBE, Res.GROUP, gid)):
             continue
-        out.append(Response.ListedGroup(
-            group_id=gid, protocol_type=ptype,
-            group_state=state if version >= 4 else "",
-            group_type=gtype if version >= 5 else "",
-        ))
+        out.append(
+            Response.ListedGroup(
+                group_id=gid,
+                protocol_type=ptype,
+                group_state=state if version >= 4 else "",
+                group_type=gtype if version >= 5 else "",
+            )
+        )
     return Response(throttle_time_ms=0, error_code=ErrorCode.NONE, groups=out)
 
 
@@ -310,10 +373,15 @@ async def delete_groups(ctx, request):
     names = list(dict.fromkeys(request.groups_names))
     deletable = ctx.authorized(Op.DELETE, Res.GROUP, names)
     results = await ctx.broker.groups.delete_groups([g for g in names if g in deletable]) if deletable else {}
-    return Response(throttle_time_ms=0, results=[
-        Response.DeletableGroupResult(group_id=g, error_code=results[g] if g in deletable
-                                      else ErrorCode.GROUP_AUTHORIZATION_FAILED) for g in names
-    ])
+    return Response(
+        throttle_time_ms=0,
+        results=[
+            Response.DeletableGroupResult(
+                group_id=g, error_code=results[g] if g in deletable else ErrorCode.GROUP_AUTHORIZATION_FAILED
+            )
+            for g in names
+        ],
+    )
 
 
 ENTRIES = [

@@ -16,10 +16,11 @@ from __future__ import annotations
 
 import logging
 
-from logbroker.common.acl import (
-    CLUSTER_NAME, AclOperation as Op, AclPermissionType, PatternType, ResourceType as Res, host_of)
-from logbroker.coord.metadata.control import ControllerError
+from logbroker.common.acl import CLUSTER_NAME, AclPermissionType, PatternType, host_of
+from logbroker.common.acl import AclOperation as Op
+from logbroker.common.acl import ResourceType as Res
 from logbroker.coord.groups.transaction_coordinator import TxnError
+from logbroker.coord.metadata.control import ControllerError
 from logbroker.log_format import fields
 from logbroker.protocol import RESPONSES, ErrorCode
 
@@ -44,8 +45,12 @@ def writes_some_topic(ctx) -> bool:
     host = host_of(ctx.peer)
     deny_literal, deny_prefix, allow_literal, allow_prefix, allow_any = set(), set(), set(), set(), False
     for b in getattr(ctx.controller.image, "acls", {}).values():
-        if (b.resource_type != Res.TOPIC or b.host not in ("*", host) or b.principal not in (ctx.principal, "User:*")
-                or b.operation not in (Op.WRITE, Op.ALL)):
+        if (
+            b.resource_type != Res.TOPIC
+            or b.host not in ("*", host)
+            or b.principal not in (ctx.principal, "User:*")
+            or b.operation not in (Op.WRITE, Op.ALL)
+        ):
             continue
         literal = b.pattern_type == PatternType.LITERAL
         if b.permission_type == AclPermissionType.DENY:
@@ -61,35 +66,47 @@ def writes_some_topic(ctx) -> bool:
     def dominated(name: str) -> bool:
         return any(name[:i] in deny_prefix for i in range(1, len(name) + 1))
 
-    return (any(not dominated(n) for n in allow_literal - deny_literal)
-            or any(not dominated(n) for n in allow_prefix))
+    return any(not dominated(n) for n in allow_literal - deny_literal) or any(not dominated(n) for n in allow_prefix)
 
 
 async def handle(ctx, request):
     if request.transactional_id is not None:
         txn_id = request.transactional_id
         if not ctx.authorize(Op.WRITE, Res.TRANSACTIONAL_ID, txn_id):
-            return Response(throttle_time_ms=0, error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-                            producer_id=-1, producer_epoch=-1)
+            return Response(
+                throttle_time_ms=0,
+                error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                producer_id=-1,
+                producer_epoch=-1,
+            )
         given = (request.producer_id, request.producer_epoch) if ctx.version >= 3 else (-1, -1)
         try:
-            pid, epoch = await ctx.broker.transactions.init_producer_id(
-                txn_id, request.transaction_timeout_ms, *given)
+            pid, epoch = await ctx.broker.transactions.init_producer_id(txn_id, request.transaction_timeout_ms, *given)
         except (TxnError, ControllerError) as e:
             code = e.code
             if code == ErrorCode.PRODUCER_FENCED and ctx.version < 4:
                 code = ErrorCode.INVALID_PRODUCER_EPOCH
-            log.log(logging.DEBUG if code == ErrorCode.CONCURRENT_TRANSACTIONS else logging.INFO,
-                    "InitProducerId for transactional id %r from %s: %s", txn_id, ctx.peer, e,
-                    extra=fields(transactional_id=txn_id, peer=ctx.peer))
+            log.log(
+                logging.DEBUG if code == ErrorCode.CONCURRENT_TRANSACTIONS else logging.INFO,
+                "InitProducerId for transactional id %r from %s: %s",
+                txn_id,
+                ctx.peer,
+                e,
+                extra=fields(transactional_id=txn_id, peer=ctx.peer),
+            )
             return Response(throttle_time_ms=0, error_code=code, producer_id=-1, producer_epoch=-1)
         return Response(throttle_time_ms=0, error_code=ErrorCode.NONE, producer_id=pid, producer_epoch=epoch)
     if not (ctx.authorize(Op.IDEMPOTENT_WRITE, Res.CLUSTER, CLUSTER_NAME) or writes_some_topic(ctx)):
-        return Response(throttle_time_ms=0, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, producer_id=-1,
-                        producer_epoch=-1)
+        return Response(
+            throttle_time_ms=0, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, producer_id=-1, producer_epoch=-1
+        )
     if ctx.version >= 3 and request.producer_id >= 0 and 0 <= request.producer_epoch < MAX_EPOCH - 1:
-        return Response(throttle_time_ms=0, error_code=ErrorCode.NONE, producer_id=request.producer_id,
-                        producer_epoch=request.producer_epoch + 1)
+        return Response(
+            throttle_time_ms=0,
+            error_code=ErrorCode.NONE,
+            producer_id=request.producer_id,
+            producer_epoch=request.producer_epoch + 1,
+        )
     try:
         pid = await ctx.controller.allocate_producer_id()
     except ControllerError as e:  # a cluster without a quorum leader for now: retriable

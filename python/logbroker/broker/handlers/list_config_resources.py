@@ -43,8 +43,14 @@ async def handle(ctx, request):
     wanted = list(request.resource_types) if ctx.version >= 1 else []
     unsupported = sorted({t for t in wanted if t not in supported})
     if unsupported:
-        log.info("ListConfigResources v%d from %s: resource types %s are not supported (only %s)", ctx.version,
-                 ctx.peer, unsupported, list(supported), extra=fields(peer=ctx.peer))
+        log.info(
+            "ListConfigResources v%d from %s: resource types %s are not supported (only %s)",
+            ctx.version,
+            ctx.peer,
+            unsupported,
+            list(supported),
+            extra=fields(peer=ctx.peer),
+        )
         return Response(throttle_time_ms=0, error_code=ErrorCode.UNSUPPORTED_VERSION, config_resources=[])
     types = set(wanted or supported)
     image = ctx.controller.image

@@ -12,9 +12,10 @@ from __future__ import annotations
 import trio
 
 from logbroker import _core
-from logbroker.common.acl import AclOperation as Op, ResourceType as Res
-from logbroker.common.errors import error_code_for
 from logbroker.broker.handlers.lookup import leader_partition
+from logbroker.common.acl import AclOperation as Op
+from logbroker.common.acl import ResourceType as Res
+from logbroker.common.errors import error_code_for
 from logbroker.protocol import RESPONSES, ErrorCode
 
 API_KEY = 2
@@ -66,7 +67,8 @@ async def handle(ctx, request):
                 entry.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
                 continue
             entry.error_code, part = leader_partition(
-                ctx, t.name, p.partition_index, p.current_leader_epoch if version >= 4 else -1)
+                ctx, t.name, p.partition_index, p.current_leader_epoch if version >= 4 else -1
+            )
             if part is not None:
                 jobs.append((entry, part, p.timestamp))
 

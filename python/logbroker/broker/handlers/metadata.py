@@ -13,7 +13,9 @@ import copy
 import logging
 import uuid
 
-from logbroker.common.acl import CLUSTER_NAME, AclOperation as Op, ResourceType as Res
+from logbroker.common.acl import CLUSTER_NAME
+from logbroker.common.acl import AclOperation as Op
+from logbroker.common.acl import ResourceType as Res
 from logbroker.coord.metadata.control import ControllerError
 from logbroker.coord.metadata.metadata import TopicState, topic_name_error
 from logbroker.log_format import fields
@@ -69,7 +71,9 @@ def topic_entry(topic: TopicState, error: int = ErrorCode.NONE) -> object:
 
 
 def error_entry(name: str | None, code: int, topic_id: uuid.UUID = ZERO_UUID) -> object:
-    return Response.MetadataResponseTopic(error_code=code, name=name, topic_id=topic_id, is_internal=False, partitions=[])
+    return Response.MetadataResponseTopic(
+        error_code=code, name=name, topic_id=topic_id, is_internal=False, partitions=[]
+    )
 
 
 async def handle(ctx, request):
@@ -79,8 +83,11 @@ async def handle(ctx, request):
     topics_out = []
     if request.topics is None or (version == 0 and not request.topics):
         # all topics: those the principal may not describe are left out
-        topics_out = [cached_topic_entry(ctx, t) for _, t in sorted(image.topics.items())
-                      if ctx.authorize(Op.DESCRIBE, Res.TOPIC, t.name, audit=False)]
+        topics_out = [
+            cached_topic_entry(ctx, t)
+            for _, t in sorted(image.topics.items())
+            if ctx.authorize(Op.DESCRIBE, Res.TOPIC, t.name, audit=False)
+        ]
     else:
         auto_create = ctx.broker.config.get_bool("auto.create.topics.enable") and (
             version < 4 or request.allow_auto_topic_creation
@@ -104,8 +111,10 @@ async def handle(ctx, request):
             if t is not None:
                 topics_out.append(cached_topic_entry(ctx, t))
                 continue
-            if auto_create and not (ctx.authorize(Op.CREATE, Res.CLUSTER, CLUSTER_NAME, audit=False)
-                                    or ctx.authorize(Op.CREATE, Res.TOPIC, name)):
+            if auto_create and not (
+                ctx.authorize(Op.CREATE, Res.CLUSTER, CLUSTER_NAME, audit=False)
+                or ctx.authorize(Op.CREATE, Res.TOPIC, name)
+            ):
                 topics_out.append(error_entry(name, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
                 continue
             if topic_name_error(name):
@@ -116,32 +125,48 @@ async def handle(ctx, request):
                 continue
             try:
                 t = await controller.create_topic(name)
-                log.info("auto-created topic %s for Metadata request from %s", name, ctx.peer,
-                         extra=fields(topic=name, peer=ctx.peer))
+                log.info(
+                    "auto-created topic %s for Metadata request from %s",
+                    name,
+                    ctx.peer,
+                    extra=fields(topic=name, peer=ctx.peer),
+                )
                 ctx.audit_change("create_topic", "TOPIC", name, partitions=len(t.partitions), auto_created=True)
                 topics_out.append(topic_entry(t))
             except ControllerError as e:
                 if e.code == ErrorCode.TOPIC_ALREADY_EXISTS and name in controller.image.topics:
                     topics_out.append(topic_entry(controller.image.topics[name]))
                 else:
-                    log.info("auto-creating topic %s for %s refused (%s): %s", name, ctx.peer, ErrorCode(e.code).name,
-                             e.message, extra=fields(topic=name, peer=ctx.peer))
+                    log.info(
+                        "auto-creating topic %s for %s refused (%s): %s",
+                        name,
+                        ctx.peer,
+                        ErrorCode(e.code).name,
+                        e.message,
+                        extra=fields(topic=name, peer=ctx.peer),
+                    )
                     ctx.audit_change("create_topic", "TOPIC", name, e.code, e.message, auto_created=True)
                     topics_out.append(error_entry(name, e.code))
             image = controller.image
     cluster_ops = NO_OPERATIONS
     if version >= 8:
         if version <= 10 and request.include_cluster_authorized_operations:
-            cluster_ops = (ctx.authorized_operations(Res.CLUSTER, CLUSTER_NAME)
-                           if ctx.authorize(Op.DESCRIBE, Res.CLUSTER, CLUSTER_NAME) else 0)
+            cluster_ops = (
+                ctx.authorized_operations(Res.CLUSTER, CLUSTER_NAME)
+                if ctx.authorize(Op.DESCRIBE, Res.CLUSTER, CLUSTER_NAME)
+                else 0
+            )
         if request.include_topic_authorized_operations:
             for i, entry in enumerate(topics_out):  # the topics it may describe (Kafka: unknown ones too)
                 if entry.name is not None and entry.error_code != ErrorCode.TOPIC_AUTHORIZATION_FAILED:
                     entry = topics_out[i] = copy.copy(entry)  # a cached entry is shared: set it on a copy
                     entry.topic_authorized_operations = ctx.authorized_operations(Res.TOPIC, entry.name)
     listed = controller.client_brokers(image)
-    brokers = [Response.MetadataResponseBroker(node_id=b.node_id, host=host, port=port, rack=b.rack)
-               for b in listed for host, port in [b.endpoint(ctx.listener)]]
+    brokers = [
+        Response.MetadataResponseBroker(node_id=b.node_id, host=host, port=port, rack=b.rack)
+        for b in listed
+        for host, port in [b.endpoint(ctx.listener)]
+    ]
     return Response(
         throttle_time_ms=0,
         brokers=brokers,

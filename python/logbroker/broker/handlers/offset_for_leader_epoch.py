@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import trio
 
-from logbroker.common.acl import CLUSTER_NAME, AclOperation as Op, ResourceType as Res
 from logbroker.broker.handlers.lookup import leader_partition
+from logbroker.common.acl import CLUSTER_NAME
+from logbroker.common.acl import AclOperation as Op
+from logbroker.common.acl import ResourceType as Res
 from logbroker.protocol import RESPONSES, ErrorCode
 
 API_KEY = 23
@@ -27,7 +29,9 @@ async def handle(ctx, request):
         topics.append(Response.OffsetForLeaderTopicResult(topic=t.topic, partitions=parts))
         described = replica or ctx.authorize(Op.DESCRIBE, Res.TOPIC, t.topic)
         for p in t.partitions:
-            r = Response.EpochEndOffset(error_code=ErrorCode.NONE, partition=p.partition, leader_epoch=-1, end_offset=-1)
+            r = Response.EpochEndOffset(
+                error_code=ErrorCode.NONE, partition=p.partition, leader_epoch=-1, end_offset=-1
+            )
             parts.append(r)
             if not described:
                 r.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED

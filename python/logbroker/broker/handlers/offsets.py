@@ -16,17 +16,26 @@ Kafka's OffsetDeleteResponse.Builder.merge does."""
 
 from __future__ import annotations
 
-from logbroker.common.acl import AclOperation as Op, ResourceType as Res
+from logbroker.common.acl import AclOperation as Op
+from logbroker.common.acl import ResourceType as Res
 from logbroker.protocol import RESPONSES, ErrorCode
 
 
 def _each_partition(Response, topics, code: int):
     """An OffsetCommit response giving every partition of `topics` the error `code`."""
-    return Response(throttle_time_ms=0, topics=[
-        Response.OffsetCommitResponseTopic(name=t.name, partitions=[
-            Response.OffsetCommitResponsePartition(partition_index=p.partition_index, error_code=code)
-            for p in t.partitions])
-        for t in topics])
+    return Response(
+        throttle_time_ms=0,
+        topics=[
+            Response.OffsetCommitResponseTopic(
+                name=t.name,
+                partitions=[
+                    Response.OffsetCommitResponsePartition(partition_index=p.partition_index, error_code=code)
+                    for p in t.partitions
+                ],
+            )
+            for t in topics
+        ],
+    )
 
 
 async def offset_commit(ctx, request):
@@ -40,29 +49,49 @@ async def offset_commit(ctx, request):
         if t.name not in readable:  # answered TOPIC_AUTHORIZATION_FAILED, not committed
             continue
         for p in t.partitions:
-            offsets.append((t.name, p.partition_index, p.committed_offset,
-                            p.committed_leader_epoch if version >= 6 else -1, p.committed_metadata))
-    results = {} if not offsets else await ctx.broker.groups.commit_offsets(
-        group_id=request.group_id,
-        generation_id=request.generation_id_or_member_epoch,
-        member_id=request.member_id,
-        group_instance_id=request.group_instance_id if version >= 7 else None,
-        offsets=offsets,
+            offsets.append(
+                (
+                    t.name,
+                    p.partition_index,
+                    p.committed_offset,
+                    p.committed_leader_epoch if version >= 6 else -1,
+                    p.committed_metadata,
+                )
+            )
+    results = (
+        {}
+        if not offsets
+        else await ctx.broker.groups.commit_offsets(
+            group_id=request.group_id,
+            generation_id=request.generation_id_or_member_epoch,
+            member_id=request.member_id,
+            group_instance_id=request.group_instance_id if version >= 7 else None,
+            offsets=offsets,
+        )
     )
-    return Response(throttle_time_ms=0, topics=[
-        Response.OffsetCommitResponseTopic(name=t.name, partitions=[
-            Response.OffsetCommitResponsePartition(
-                partition_index=p.partition_index,
-                error_code=results[(t.name, p.partition_index)] if t.name in readable
-                else ErrorCode.TOPIC_AUTHORIZATION_FAILED)
-            for p in t.partitions
-        ])
-        for t in request.topics
-    ])
+    return Response(
+        throttle_time_ms=0,
+        topics=[
+            Response.OffsetCommitResponseTopic(
+                name=t.name,
+                partitions=[
+                    Response.OffsetCommitResponsePartition(
+                        partition_index=p.partition_index,
+                        error_code=results[(t.name, p.partition_index)]
+                        if t.name in readable
+                        else ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                    )
+                    for p in t.partitions
+                ],
+            )
+            for t in request.topics
+        ],
+    )
 
 
-def _fetch_one(ctx, group_id: str, topics, require_stable: bool = False
-               ) -> tuple[int, list[tuple[str, list[tuple[int, object, int]]]]]:
+def _fetch_one(
+    ctx, group_id: str, topics, require_stable: bool = False
+) -> tuple[int, list[tuple[str, list[tuple[int, object, int]]]]]:
     """(group error, [(topic, [(partition, offset or None, partition error)])]).
 
     Authorization as Kafka's: DESCRIBE on the group (else GROUP_AUTHORIZATION_FAILED and
@@ -72,14 +101,18 @@ def _fetch_one(ctx, group_id: str, topics, require_stable: bool = False
         return ErrorCode.GROUP_AUTHORIZATION_FAILED, []
     groups = ctx.broker.groups
     described = ctx.authorized(Op.DESCRIBE, Res.TOPIC, [t.name for t in topics or []])
-    wanted = None if topics is None else [(t.name, p) for t in topics if t.name in described
-                                          for p in t.partition_indexes]
+    wanted = (
+        None if topics is None else [(t.name, p) for t in topics if t.name in described for p in t.partition_indexes]
+    )
     code, found = groups.fetch_offsets(group_id, wanted)
     by_topic: dict[str, list] = {}
 
     def unstable(t: str, p: int) -> int:
-        return ErrorCode.UNSTABLE_OFFSET_COMMIT if require_stable and not code and \
-            groups.has_pending_txn_offsets(group_id, [(t, p)]) else ErrorCode.NONE
+        return (
+            ErrorCode.UNSTABLE_OFFSET_COMMIT
+            if require_stable and not code and groups.has_pending_txn_offsets(group_id, [(t, p)])
+            else ErrorCode.NONE
+        )
 
     if wanted is None:
         shown = ctx.authorized(Op.DESCRIBE, Res.TOPIC, {t for t, _ in found})
@@ -90,8 +123,10 @@ def _fetch_one(ctx, group_id: str, topics, require_stable: bool = False
         for t in topics:
             for p in t.partition_indexes:
                 by_topic.setdefault(t.name, []).append(
-                    (p, found.get((t.name, p)), unstable(t.name, p)) if t.name in described
-                    else (p, None, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+                    (p, found.get((t.name, p)), unstable(t.name, p))
+                    if t.name in described
+                    else (p, None, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+                )
     return code, list(by_topic.items())
 
 
@@ -102,17 +137,28 @@ async def offset_fetch(ctx, request):
         groups = []
         for g in request.groups:
             code, topics = _fetch_one(ctx, g.group_id, g.topics, request.require_stable)
-            groups.append(Response.OffsetFetchResponseGroup(group_id=g.group_id, error_code=code, topics=[
-                Response.OffsetFetchResponseTopics(name=t, partitions=[
-                    Response.OffsetFetchResponsePartitions(
-                        partition_index=p,
-                        committed_offset=v.offset if v else -1,
-                        committed_leader_epoch=v.leader_epoch if v else -1,
-                        metadata=v.metadata if v else "",
-                        error_code=pcode,
-                    ) for p, v, pcode in parts
-                ]) for t, parts in topics
-            ]))
+            groups.append(
+                Response.OffsetFetchResponseGroup(
+                    group_id=g.group_id,
+                    error_code=code,
+                    topics=[
+                        Response.OffsetFetchResponseTopics(
+                            name=t,
+                            partitions=[
+                                Response.OffsetFetchResponsePartitions(
+                                    partition_index=p,
+                                    committed_offset=v.offset if v else -1,
+                                    committed_leader_epoch=v.leader_epoch if v else -1,
+                                    metadata=v.metadata if v else "",
+                                    error_code=pcode,
+                                )
+                                for p, v, pcode in parts
+                            ],
+                        )
+                        for t, parts in topics
+                    ],
+                )
+            )
         return Response(throttle_time_ms=0, groups=groups)
     code, topics = _fetch_one(ctx, request.group_id, request.topics, version >= 7 and request.require_stable)
     if code == ErrorCode.GROUP_AUTHORIZATION_FAILED and version < 2:  # v1 has no group error: on each partition
@@ -122,15 +168,20 @@ async def offset_fetch(ctx, request):
         throttle_time_ms=0,
         error_code=code if version >= 2 else 0,
         topics=[
-            Response.OffsetFetchResponseTopic(name=t, partitions=[
-                Response.OffsetFetchResponsePartition(
-                    partition_index=p,
-                    committed_offset=v.offset if v else -1,
-                    committed_leader_epoch=(v.leader_epoch if v else -1) if version >= 5 else -1,
-                    metadata=v.metadata if v else "",
-                    error_code=partition_code or pcode,
-                ) for p, v, pcode in parts
-            ]) for t, parts in topics
+            Response.OffsetFetchResponseTopic(
+                name=t,
+                partitions=[
+                    Response.OffsetFetchResponsePartition(
+                        partition_index=p,
+                        committed_offset=v.offset if v else -1,
+                        committed_leader_epoch=(v.leader_epoch if v else -1) if version >= 5 else -1,
+                        metadata=v.metadata if v else "",
+                        error_code=partition_code or pcode,
+                    )
+                    for p, v, pcode in parts
+                ],
+            )
+            for t, parts in topics
         ],
     )
 
@@ -157,13 +208,22 @@ async def offset_delete(ctx, request):
     if code:
         return Response(throttle_time_ms=0, error_code=code, topics=[])
     codes.update(results)
-    return Response(throttle_time_ms=0, error_code=ErrorCode.NONE, topics=[
-        Response.OffsetDeleteResponseTopic(name=t.name, partitions=[
-            Response.OffsetDeleteResponsePartition(partition_index=p.partition_index,
-                                                   error_code=codes[(t.name, p.partition_index)])
-            for p in t.partitions])
-        for t in request.topics
-    ])
+    return Response(
+        throttle_time_ms=0,
+        error_code=ErrorCode.NONE,
+        topics=[
+            Response.OffsetDeleteResponseTopic(
+                name=t.name,
+                partitions=[
+                    Response.OffsetDeleteResponsePartition(
+                        partition_index=p.partition_index, error_code=codes[(t.name, p.partition_index)]
+                    )
+                    for p in t.partitions
+                ],
+            )
+            for t in request.topics
+        ],
+    )
 
 
 ENTRIES = [

@@ -28,7 +28,9 @@ listener, the last voter).
 from __future__ import annotations
 
 from logbroker.common import directory_id
-from logbroker.common.acl import CLUSTER_NAME, AclOperation as Op, ResourceType as Res
+from logbroker.common.acl import CLUSTER_NAME
+from logbroker.common.acl import AclOperation as Op
+from logbroker.common.acl import ResourceType as Res
 from logbroker.coord.metadata.controller_channel import ControllerUnavailable, serving_controller_listener
 from logbroker.coord.metadata.metadata_quorum import VoterChangeError
 from logbroker.protocol import RESPONSES, ErrorCode
@@ -43,20 +45,26 @@ async def _common(ctx, request, api_key: int):
     """The answer every request gets before the change itself, or None to go on."""
     Response = RESPONSES[api_key]
     if not ctx.authorize(Op.ALTER, Res.CLUSTER, CLUSTER_NAME):
-        return Response(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, error_message="Cluster authorization failed.")
+        return Response(
+            error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, error_message="Cluster authorization failed."
+        )
     quorum = ctx.broker.quorum
     if request.cluster_id is not None and request.cluster_id != quorum.cluster_id:
-        return Response(error_code=ErrorCode.INCONSISTENT_CLUSTER_ID,
-                        error_message=f"cluster id {request.cluster_id!r} is not this cluster's ({quorum.cluster_id})")
+        return Response(
+            error_code=ErrorCode.INCONSISTENT_CLUSTER_ID,
+            error_message=f"cluster id {request.cluster_id!r} is not this cluster's ({quorum.cluster_id})",
+        )
     if not quorum.is_active:
         if serving_controller_listener.get():
-            return Response(error_code=ErrorCode.NOT_LEADER_OR_FOLLOWER,
-                            error_message=f"node {ctx.broker.node_id} is not the active controller (leader "
-                                          f"{quorum.leader_id or 'unknown'})")
+            return Response(
+                error_code=ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                error_message=f"node {ctx.broker.node_id} is not the active controller (leader "
+                f"{quorum.leader_id or 'unknown'})",
+            )
         try:
             return await ctx.controller.forwarder.client.request(
-                api_key, ctx.version, request, 60.0,
-                retry_on=lambda r: r.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER)
+                api_key, ctx.version, request, 60.0, retry_on=lambda r: r.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+            )
         except ControllerUnavailable as e:
             return Response(error_code=ErrorCode.NOT_CONTROLLER, error_message=str(e))
     return None
@@ -71,13 +79,19 @@ async def add_raft_voter(ctx, request):
     names = [n.strip().upper() for n in ctx.broker.config.get_str("controller.listener.names").split(",")]
     endpoint = next(((lis.host, lis.port) for lis in request.listeners if lis.name.upper() in names), None)
     if endpoint is None:
-        return Response(error_code=ErrorCode.INVALID_REQUEST,
-                        error_message=f"voter {request.voter_id} has no endpoint for the controller listener "
-                                      f"{'/'.join(names)} (listeners given: "
-                                      f"{[(lis.name, lis.host, lis.port) for lis in request.listeners]})")
+        return Response(
+            error_code=ErrorCode.INVALID_REQUEST,
+            error_message=f"voter {request.voter_id} has no endpoint for the controller listener "
+            f"{'/'.join(names)} (listeners given: "
+            f"{[(lis.name, lis.host, lis.port) for lis in request.listeners]})",
+        )
     try:
-        await quorum.add_voter(request.voter_id, directory_id.text(request.voter_directory_id), endpoint,
-                               max(0.1, request.timeout_ms / 1000))
+        await quorum.add_voter(
+            request.voter_id,
+            directory_id.text(request.voter_directory_id),
+            endpoint,
+            max(0.1, request.timeout_ms / 1000),
+        )
     except VoterChangeError as e:
         return Response(error_code=e.code, error_message=str(e))
     return Response(error_code=ErrorCode.NONE, error_message=None)
@@ -89,8 +103,9 @@ async def remove_raft_voter(ctx, request):
     if early is not None:
         return early
     try:
-        await ctx.broker.quorum.remove_voter(request.voter_id, directory_id.text(request.voter_directory_id),
-                                             REMOVE_TIMEOUT)
+        await ctx.broker.quorum.remove_voter(
+            request.voter_id, directory_id.text(request.voter_directory_id), REMOVE_TIMEOUT
+        )
     except VoterChangeError as e:
         return Response(error_code=e.code, error_message=str(e))
     return Response(error_code=ErrorCode.NONE, error_message=None)
@@ -102,9 +117,15 @@ async def update_raft_voter(ctx, request):
 
     def answer(code: ErrorCode) -> object:
         leader = quorum.voters.get(quorum.leader_id, ("", 0))
-        return Response(error_code=code, current_leader=Response.CurrentLeader(
-            leader_id=quorum.leader_id or -1, leader_epoch=quorum.node.term if quorum.node else -1,
-            host=leader[0], port=leader[1]))
+        return Response(
+            error_code=code,
+            current_leader=Response.CurrentLeader(
+                leader_id=quorum.leader_id or -1,
+                leader_epoch=quorum.node.term if quorum.node else -1,
+                host=leader[0],
+                port=leader[1],
+            ),
+        )
 
     if not ctx.authorize(Op.CLUSTER_ACTION, Res.CLUSTER, CLUSTER_NAME):
         return answer(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)

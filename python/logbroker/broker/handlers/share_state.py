@@ -6,7 +6,9 @@ share-partition."""
 
 from __future__ import annotations
 
-from logbroker.common.acl import CLUSTER_NAME, AclOperation as Op, ResourceType as Res
+from logbroker.common.acl import CLUSTER_NAME
+from logbroker.common.acl import AclOperation as Op
+from logbroker.common.acl import ResourceType as Res
 from logbroker.coord.groups.share_state_log import StateBatch
 from logbroker.coord.groups.state_topic import StateTopicError
 from logbroker.protocol import RESPONSES, ErrorCode
@@ -23,9 +25,13 @@ async def _each(ctx, request, Response, Result, call):
         parts = []
         for p in t.partitions:
             if not allowed:
-                parts.append(Response.PartitionResult(partition=p.partition,
-                                                      error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
-                                                      error_message="Cluster authorization failed."))
+                parts.append(
+                    Response.PartitionResult(
+                        partition=p.partition,
+                        error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                        error_message="Cluster authorization failed.",
+                    )
+                )
                 continue
             try:
                 fields = await call((request.group_id, t.topic_id, p.partition), p)
@@ -38,9 +44,15 @@ async def _each(ctx, request, Response, Result, call):
 
 
 def _batches(Response, state) -> list:
-    return [Response.StateBatch(first_offset=b.first_offset, last_offset=b.last_offset,
-                                delivery_state=b.delivery_state, delivery_count=b.delivery_count)
-            for b in state.batches]
+    return [
+        Response.StateBatch(
+            first_offset=b.first_offset,
+            last_offset=b.last_offset,
+            delivery_state=b.delivery_state,
+            delivery_count=b.delivery_count,
+        )
+        for b in state.batches
+    ]
 
 
 async def initialize_share_group_state(ctx, request):
@@ -69,8 +81,9 @@ async def write_share_group_state(ctx, request):
     Response = RESPONSES[85]
 
     async def call(key, p):
-        batches = [StateBatch(b.first_offset, b.last_offset, b.delivery_state, b.delivery_count)
-                   for b in p.state_batches]
+        batches = [
+            StateBatch(b.first_offset, b.last_offset, b.delivery_state, b.delivery_count) for b in p.state_batches
+        ]
         await ctx.broker.share_coordinator.write(key, p.state_epoch, p.leader_epoch, p.start_offset, batches)
         return {}
 

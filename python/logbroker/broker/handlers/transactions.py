@@ -27,13 +27,15 @@ from __future__ import annotations
 
 import logging
 
-from logbroker.common.acl import CLUSTER_NAME, AclOperation as Op, ResourceType as Res
-from logbroker.coord.metadata.control import ControllerError
+from logbroker.common.acl import CLUSTER_NAME
+from logbroker.common.acl import AclOperation as Op
+from logbroker.common.acl import ResourceType as Res
 from logbroker.coord.groups.offsets_topic import OFFSETS_TOPIC
 from logbroker.coord.groups.share_state_log import SHARE_STATE_TOPIC
 from logbroker.coord.groups.transaction_coordinator import TxnError
 from logbroker.coord.groups.transaction_log import TRANSACTION_STATE_TOPIC
 from logbroker.coord.groups.transaction_markers import write_markers
+from logbroker.coord.metadata.control import ControllerError
 from logbroker.log_format import fields
 from logbroker.protocol import RESPONSES, ErrorCode
 
@@ -50,11 +52,22 @@ def fenced_for(code: int, version: int, since: int) -> int:
 
 def _txn_error(ctx, api: str, txn_id: str, e: Exception) -> int:
     code = e.code if isinstance(e, (TxnError, ControllerError)) else ErrorCode.UNKNOWN_SERVER_ERROR
-    level = logging.DEBUG if code in (ErrorCode.CONCURRENT_TRANSACTIONS, ErrorCode.NOT_COORDINATOR,
-                                      ErrorCode.COORDINATOR_LOAD_IN_PROGRESS) else logging.INFO
-    log.log(level, "%s for transactional id %r from %s: %s (%s)", api, txn_id, ctx.peer,
-            ErrorCode(code).name if code in ErrorCode._value2member_map_ else code, e,
-            extra=fields(transactional_id=txn_id, peer=ctx.peer))
+    level = (
+        logging.DEBUG
+        if code
+        in (ErrorCode.CONCURRENT_TRANSACTIONS, ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
+        else logging.INFO
+    )
+    log.log(
+        level,
+        "%s for transactional id %r from %s: %s (%s)",
+        api,
+        txn_id,
+        ctx.peer,
+        ErrorCode(code).name if code in ErrorCode._value2member_map_ else code,
+        e,
+        extra=fields(transactional_id=txn_id, peer=ctx.peer),
+    )
     return code
 
 
@@ -66,14 +79,16 @@ async def _add_or_verify(ctx, txn) -> dict[tuple[str, int], int]:
         if txn.verify_only:
             codes = coordinator.verify_partitions(txn.transactional_id, txn.producer_id, txn.producer_epoch, wanted)
         else:
-            codes = await coordinator.add_partitions(txn.transactional_id, txn.producer_id, txn.producer_epoch,
-                                                     wanted, v2=True)
+            codes = await coordinator.add_partitions(
+                txn.transactional_id, txn.producer_id, txn.producer_epoch, wanted, v2=True
+            )
     except (TxnError, ControllerError) as e:
         code = _txn_error(ctx, "AddPartitionsToTxn", txn.transactional_id, e)
         codes = {tp: code for tp in wanted}
     if ctx.version < 5:
-        codes = {tp: ErrorCode.INVALID_TXN_STATE if c == ErrorCode.TRANSACTION_ABORTABLE else c
-                 for tp, c in codes.items()}
+        codes = {
+            tp: ErrorCode.INVALID_TXN_STATE if c == ErrorCode.TRANSACTION_ABORTABLE else c for tp, c in codes.items()
+        }
     return codes
 
 
@@ -84,26 +99,39 @@ def _refuse_topics(ctx, wanted: list[tuple[str, int]]) -> dict[tuple[str, int], 
     writable = ctx.authorized(Op.WRITE, Res.TOPIC, [t for t, _ in wanted if t not in INTERNAL_TOPICS])
     if all(t in writable for t, _ in wanted):
         return None
-    return {(t, p): ErrorCode.OPERATION_NOT_ATTEMPTED if t in writable else ErrorCode.TOPIC_AUTHORIZATION_FAILED
-            for t, p in wanted}
+    return {
+        (t, p): ErrorCode.OPERATION_NOT_ATTEMPTED if t in writable else ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        for t, p in wanted
+    }
 
 
 async def add_partitions_to_txn(ctx, request):
     Response = RESPONSES[24]
     if ctx.version >= 4:
         if not ctx.authorize(Op.CLUSTER_ACTION, Res.CLUSTER, CLUSTER_NAME):  # v4+ is the brokers' form
-            return Response(throttle_time_ms=0, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
-                            results_by_transaction=[])
+            return Response(
+                throttle_time_ms=0, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, results_by_transaction=[]
+            )
         results = []
         for txn in request.transactions:
             codes = await _add_or_verify(ctx, txn)
-            results.append(Response.AddPartitionsToTxnResult(transactional_id=txn.transactional_id, topic_results=[
-                Response.AddPartitionsToTxnTopicResult(name=t.name, results_by_partition=[
-                    Response.AddPartitionsToTxnPartitionResult(partition_index=p,
-                                                               partition_error_code=codes[(t.name, p)])
-                    for p in t.partitions
-                ]) for t in txn.topics
-            ]))
+            results.append(
+                Response.AddPartitionsToTxnResult(
+                    transactional_id=txn.transactional_id,
+                    topic_results=[
+                        Response.AddPartitionsToTxnTopicResult(
+                            name=t.name,
+                            results_by_partition=[
+                                Response.AddPartitionsToTxnPartitionResult(
+                                    partition_index=p, partition_error_code=codes[(t.name, p)]
+                                )
+                                for p in t.partitions
+                            ],
+                        )
+                        for t in txn.topics
+                    ],
+                )
+            )
         return Response(throttle_time_ms=0, error_code=ErrorCode.NONE, results_by_transaction=results)
     txn_id = request.v3_and_below_transactional_id
     wanted = [(t.name, p) for t in request.v3_and_below_topics for p in t.partitions]
@@ -114,16 +142,26 @@ async def add_partitions_to_txn(ctx, request):
     else:
         try:
             codes = await ctx.broker.transactions.add_partitions(
-                txn_id, request.v3_and_below_producer_id, request.v3_and_below_producer_epoch, wanted)
+                txn_id, request.v3_and_below_producer_id, request.v3_and_below_producer_epoch, wanted
+            )
         except (TxnError, ControllerError) as e:
             code = fenced_for(_txn_error(ctx, "AddPartitionsToTxn", txn_id, e), ctx.version, 2)
             codes = {tp: code for tp in wanted}
-    return Response(throttle_time_ms=0, results_by_topic_v3_and_below=[
-        Response.AddPartitionsToTxnTopicResult(name=t.name, results_by_partition=[
-            Response.AddPartitionsToTxnPartitionResult(partition_index=p, partition_error_code=codes[(t.name, p)])
-            for p in t.partitions
-        ]) for t in request.v3_and_below_topics
-    ])
+    return Response(
+        throttle_time_ms=0,
+        results_by_topic_v3_and_below=[
+            Response.AddPartitionsToTxnTopicResult(
+                name=t.name,
+                results_by_partition=[
+                    Response.AddPartitionsToTxnPartitionResult(
+                        partition_index=p, partition_error_code=codes[(t.name, p)]
+                    )
+                    for p in t.partitions
+                ],
+            )
+            for t in request.v3_and_below_topics
+        ],
+    )
 
 
 async def add_offsets_to_txn(ctx, request):
@@ -133,8 +171,9 @@ async def add_offsets_to_txn(ctx, request):
         return RESPONSES[25](throttle_time_ms=0, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
     code = ErrorCode.NONE
     try:
-        await ctx.broker.transactions.add_offsets(request.transactional_id, request.producer_id,
-                                                  request.producer_epoch, request.group_id)
+        await ctx.broker.transactions.add_offsets(
+            request.transactional_id, request.producer_id, request.producer_epoch, request.group_id
+        )
     except (TxnError, ControllerError) as e:
         code = fenced_for(_txn_error(ctx, "AddOffsetsToTxn", request.transactional_id, e), ctx.version, 2)
     return RESPONSES[25](throttle_time_ms=0, error_code=code)
@@ -142,14 +181,22 @@ async def add_offsets_to_txn(ctx, request):
 
 async def end_txn(ctx, request):
     if not ctx.authorize(Op.WRITE, Res.TRANSACTIONAL_ID, request.transactional_id):
-        return RESPONSES[26](throttle_time_ms=0, error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-                             producer_id=-1, producer_epoch=-1)
+        return RESPONSES[26](
+            throttle_time_ms=0,
+            error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+            producer_id=-1,
+            producer_epoch=-1,
+        )
     code = ErrorCode.NONE
     producer_id, producer_epoch = -1, -1
     try:
         producer_id, producer_epoch = await ctx.broker.transactions.end_txn(
-            request.transactional_id, request.producer_id, request.producer_epoch, request.committed,
-            v2=ctx.version >= 5)
+            request.transactional_id,
+            request.producer_id,
+            request.producer_epoch,
+            request.committed,
+            v2=ctx.version >= 5,
+        )
     except (TxnError, ControllerError) as e:
         code = fenced_for(_txn_error(ctx, "EndTxn", request.transactional_id, e), ctx.version, 2)
     if ctx.version < 5:
@@ -160,22 +207,39 @@ async def end_txn(ctx, request):
 async def write_txn_markers(ctx, request):
     Response = RESPONSES[27]
     # from transaction coordinators: ALTER or CLUSTER_ACTION on the cluster, as Kafka
-    allowed = (ctx.authorize(Op.ALTER, Res.CLUSTER, CLUSTER_NAME)
-               or ctx.authorize(Op.CLUSTER_ACTION, Res.CLUSTER, CLUSTER_NAME))
+    allowed = ctx.authorize(Op.ALTER, Res.CLUSTER, CLUSTER_NAME) or ctx.authorize(
+        Op.CLUSTER_ACTION, Res.CLUSTER, CLUSTER_NAME
+    )
     out = []
     for m in request.markers:
         parts = [(t.name, p) for t in m.topics for p in t.partition_indexes]
         if not allowed:
             codes = {tp: ErrorCode.CLUSTER_AUTHORIZATION_FAILED for tp in parts}
         else:
-            codes = await write_markers(ctx.replicas, ctx.broker.groups, m.producer_id, m.producer_epoch,
-                                        m.transaction_result, m.coordinator_epoch, parts)
-        out.append(Response.WritableTxnMarkerResult(producer_id=m.producer_id, topics=[
-            Response.WritableTxnMarkerTopicResult(name=t.name, partitions=[
-                Response.WritableTxnMarkerPartitionResult(partition_index=p, error_code=codes[(t.name, p)])
-                for p in t.partition_indexes
-            ]) for t in m.topics
-        ]))
+            codes = await write_markers(
+                ctx.replicas,
+                ctx.broker.groups,
+                m.producer_id,
+                m.producer_epoch,
+                m.transaction_result,
+                m.coordinator_epoch,
+                parts,
+            )
+        out.append(
+            Response.WritableTxnMarkerResult(
+                producer_id=m.producer_id,
+                topics=[
+                    Response.WritableTxnMarkerTopicResult(
+                        name=t.name,
+                        partitions=[
+                            Response.WritableTxnMarkerPartitionResult(partition_index=p, error_code=codes[(t.name, p)])
+                            for p in t.partition_indexes
+                        ],
+                    )
+                    for t in m.topics
+                ],
+            )
+        )
     return Response(markers=out)
 
 
@@ -187,12 +251,18 @@ async def _add_offsets_partition(ctx, request) -> int:
     if code:
         return code
     partition = (OFFSETS_TOPIC, groups.partition_of(request.group_id))
-    added = await ctx.broker.add_partitions_to_txn.add(request.transactional_id, request.producer_id,
-                                                       request.producer_epoch, [partition])
+    added = await ctx.broker.add_partitions_to_txn.add(
+        request.transactional_id, request.producer_id, request.producer_epoch, [partition]
+    )
     code, message = added[partition]
     if code != ErrorCode.NONE:
-        log.debug("TxnOffsetCommit of group %r from %s: %s", request.group_id, ctx.peer, message,
-                  extra=fields(group=request.group_id, peer=ctx.peer))
+        log.debug(
+            "TxnOffsetCommit of group %r from %s: %s",
+            request.group_id,
+            ctx.peer,
+            message,
+            extra=fields(group=request.group_id, peer=ctx.peer),
+        )
     return code
 
 
@@ -201,42 +271,70 @@ async def txn_offset_commit(ctx, request):
     version = ctx.version
 
     def each_partition(code: int):
-        return Response(throttle_time_ms=0, topics=[
-            Response.TxnOffsetCommitResponseTopic(name=t.name, partitions=[
-                Response.TxnOffsetCommitResponsePartition(partition_index=p.partition_index, error_code=code)
-                for p in t.partitions
-            ]) for t in request.topics
-        ])
+        return Response(
+            throttle_time_ms=0,
+            topics=[
+                Response.TxnOffsetCommitResponseTopic(
+                    name=t.name,
+                    partitions=[
+                        Response.TxnOffsetCommitResponsePartition(partition_index=p.partition_index, error_code=code)
+                        for p in t.partitions
+                    ],
+                )
+                for t in request.topics
+            ],
+        )
 
     if not ctx.authorize(Op.WRITE, Res.TRANSACTIONAL_ID, request.transactional_id):
         return each_partition(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     if not ctx.authorize(Op.READ, Res.GROUP, request.group_id):
         return each_partition(ErrorCode.GROUP_AUTHORIZATION_FAILED)
     readable = ctx.authorized(Op.READ, Res.TOPIC, [t.name for t in request.topics])
-    offsets = [(t.name, p.partition_index, p.committed_offset, p.committed_leader_epoch if version >= 2 else -1,
-                p.committed_metadata) for t in request.topics if t.name in readable for p in t.partitions]
+    offsets = [
+        (
+            t.name,
+            p.partition_index,
+            p.committed_offset,
+            p.committed_leader_epoch if version >= 2 else -1,
+            p.committed_metadata,
+        )
+        for t in request.topics
+        if t.name in readable
+        for p in t.partitions
+    ]
     if not offsets and request.topics:  # every topic refused: nothing to commit
         return each_partition(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
     code = await _add_offsets_partition(ctx, request) if version >= 5 else ErrorCode.NONE
     if code != ErrorCode.NONE:
         return each_partition(code)
     results = await ctx.broker.groups.txn_commit_offsets(
-        transactional_id=request.transactional_id, group_id=request.group_id,
-        producer_id=request.producer_id, producer_epoch=request.producer_epoch,
+        transactional_id=request.transactional_id,
+        group_id=request.group_id,
+        producer_id=request.producer_id,
+        producer_epoch=request.producer_epoch,
         generation_id=request.generation_id if version >= 3 else -1,
         member_id=request.member_id if version >= 3 else "",
         group_instance_id=request.group_instance_id if version >= 3 else None,
         offsets=offsets,
     )
-    return Response(throttle_time_ms=0, topics=[
-        Response.TxnOffsetCommitResponseTopic(name=t.name, partitions=[
-            Response.TxnOffsetCommitResponsePartition(
-                partition_index=p.partition_index,
-                error_code=fenced_for(results[(t.name, p.partition_index)], version, 3) if t.name in readable
-                else ErrorCode.TOPIC_AUTHORIZATION_FAILED)
-            for p in t.partitions
-        ]) for t in request.topics
-    ])
+    return Response(
+        throttle_time_ms=0,
+        topics=[
+            Response.TxnOffsetCommitResponseTopic(
+                name=t.name,
+                partitions=[
+                    Response.TxnOffsetCommitResponsePartition(
+                        partition_index=p.partition_index,
+                        error_code=fenced_for(results[(t.name, p.partition_index)], version, 3)
+                        if t.name in readable
+                        else ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                    )
+                    for p in t.partitions
+                ],
+            )
+            for t in request.topics
+        ],
+    )
 
 
 async def describe_transactions(ctx, request):
@@ -244,47 +342,86 @@ async def describe_transactions(ctx, request):
     out = []
     for txn_id in request.transactional_ids:
         if not ctx.authorize(Op.DESCRIBE, Res.TRANSACTIONAL_ID, txn_id):
-            out.append(Response.TransactionState(
-                error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, transactional_id=txn_id,
-                transaction_state="", transaction_timeout_ms=0, transaction_start_time_ms=-1, producer_id=-1,
-                producer_epoch=-1, topics=[]))
+            out.append(
+                Response.TransactionState(
+                    error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                    transactional_id=txn_id,
+                    transaction_state="",
+                    transaction_timeout_ms=0,
+                    transaction_start_time_ms=-1,
+                    producer_id=-1,
+                    producer_epoch=-1,
+                    topics=[],
+                )
+            )
             continue
         try:
             meta = ctx.broker.transactions.describe(txn_id)
         except TxnError as e:
-            out.append(Response.TransactionState(error_code=e.code, transactional_id=txn_id, transaction_state="",
-                                                 transaction_timeout_ms=0, transaction_start_time_ms=-1,
-                                                 producer_id=-1, producer_epoch=-1, topics=[]))
+            out.append(
+                Response.TransactionState(
+                    error_code=e.code,
+                    transactional_id=txn_id,
+                    transaction_state="",
+                    transaction_timeout_ms=0,
+                    transaction_start_time_ms=-1,
+                    producer_id=-1,
+                    producer_epoch=-1,
+                    topics=[],
+                )
+            )
             continue
         by_topic: dict[str, list[int]] = {}
         described = ctx.authorized(Op.DESCRIBE, Res.TOPIC, {t for t, _ in meta.partitions})
         for t, p in sorted(meta.partitions):
             if t in described:  # only the partitions of topics the principal may describe
                 by_topic.setdefault(t, []).append(p)
-        out.append(Response.TransactionState(
-            error_code=ErrorCode.NONE, transactional_id=txn_id, transaction_state=meta.status.kafka_name,
-            transaction_timeout_ms=meta.timeout_ms, transaction_start_time_ms=meta.start_ms,
-            producer_id=meta.producer_id, producer_epoch=meta.producer_epoch,
-            topics=[Response.TopicData(topic=t, partitions=ps) for t, ps in by_topic.items()]))
+        out.append(
+            Response.TransactionState(
+                error_code=ErrorCode.NONE,
+                transactional_id=txn_id,
+                transaction_state=meta.status.kafka_name,
+                transaction_timeout_ms=meta.timeout_ms,
+                transaction_start_time_ms=meta.start_ms,
+                producer_id=meta.producer_id,
+                producer_epoch=meta.producer_epoch,
+                topics=[Response.TopicData(topic=t, partitions=ps) for t, ps in by_topic.items()],
+            )
+        )
     return Response(throttle_time_ms=0, transaction_states=out)
 
 
-KAFKA_STATES = {"Empty", "Ongoing", "PrepareCommit", "PrepareAbort", "CompleteCommit", "CompleteAbort", "Dead",
-                "PrepareEpochFence"}
+KAFKA_STATES = {
+    "Empty",
+    "Ongoing",
+    "PrepareCommit",
+    "PrepareAbort",
+    "CompleteCommit",
+    "CompleteAbort",
+    "Dead",
+    "PrepareEpochFence",
+}
 
 
 async def list_transactions(ctx, request):
     Response = RESPONSES[66]
     states = set(request.state_filters)
     unknown = sorted(states - KAFKA_STATES)
-    listed = ctx.broker.transactions.list(states, set(request.producer_id_filters),
-                                          request.duration_filter if ctx.version >= 1 else -1)
+    listed = ctx.broker.transactions.list(
+        states, set(request.producer_id_filters), request.duration_filter if ctx.version >= 1 else -1
+    )
     listed = [m for m in listed if ctx.authorize(Op.DESCRIBE, Res.TRANSACTIONAL_ID, m.transactional_id)]
-    return Response(throttle_time_ms=0, error_code=ErrorCode.NONE, unknown_state_filters=unknown,
-                    transaction_states=[
-                        Response.TransactionState(transactional_id=m.transactional_id, producer_id=m.producer_id,
-                                                  transaction_state=m.status.kafka_name)
-                        for m in listed])
+    return Response(
+        throttle_time_ms=0,
+        error_code=ErrorCode.NONE,
+        unknown_state_filters=unknown,
+        transaction_states=[
+            Response.TransactionState(
+                transactional_id=m.transactional_id, producer_id=m.producer_id, transaction_state=m.status.kafka_name
+            )
+            for m in listed
+        ],
+    )
 
 
 ENTRIES = [

@@ -7,7 +7,9 @@ first refusal, as Kafka's). Needs ALTER on the cluster, else CLUSTER_AUTHORIZATI
 
 from __future__ import annotations
 
-from logbroker.common.acl import CLUSTER_NAME, AclOperation as Op, ResourceType as Res
+from logbroker.common.acl import CLUSTER_NAME
+from logbroker.common.acl import AclOperation as Op
+from logbroker.common.acl import ResourceType as Res
 from logbroker.coord.metadata.control import ControllerError
 from logbroker.coord.metadata.controller_forwarding import client_timeout
 from logbroker.coord.metadata.feature_control import SAFE_DOWNGRADE, UPGRADE
@@ -20,25 +22,39 @@ MAX_VERSION = 2
 Response = RESPONSES[API_KEY]
 
 
-def _answer(ctx, results: list[tuple[str, ErrorCode, str | None]], error: ErrorCode = ErrorCode.NONE,
-            message: str | None = None):
+def _answer(
+    ctx, results: list[tuple[str, ErrorCode, str | None]], error: ErrorCode = ErrorCode.NONE, message: str | None = None
+):
     if ctx.version >= 2:
         refused = next(((c, m) for _n, c, m in results if c != ErrorCode.NONE), None)
         if error == ErrorCode.NONE and refused is not None:
             error, message = refused
         return Response(throttle_time_ms=0, error_code=error, error_message=message, results=[])
-    return Response(throttle_time_ms=0, error_code=error, error_message=message, results=[
-        Response.UpdatableFeatureResult(feature=n, error_code=c, error_message=m) for n, c, m in results])
+    return Response(
+        throttle_time_ms=0,
+        error_code=error,
+        error_message=message,
+        results=[Response.UpdatableFeatureResult(feature=n, error_code=c, error_message=m) for n, c, m in results],
+    )
 
 
 async def handle(ctx, request):
-    updates = [(u.feature, u.max_version_level,
-                u.upgrade_type if ctx.version >= 1 else (SAFE_DOWNGRADE if u.allow_downgrade else UPGRADE))
-               for u in request.feature_updates]
+    updates = [
+        (
+            u.feature,
+            u.max_version_level,
+            u.upgrade_type if ctx.version >= 1 else (SAFE_DOWNGRADE if u.allow_downgrade else UPGRADE),
+        )
+        for u in request.feature_updates
+    ]
     if not ctx.authorize(Op.ALTER, Res.CLUSTER, CLUSTER_NAME):
         code = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
-        return _answer(ctx, [(n, code, "Cluster authorization failed.") for n, _l, _t in updates], code,
-                       "Cluster authorization failed.")
+        return _answer(
+            ctx,
+            [(n, code, "Cluster authorization failed.") for n, _l, _t in updates],
+            code,
+            "Cluster authorization failed.",
+        )
     validate_only = bool(request.validate_only) if ctx.version >= 1 else False
     try:
         with client_timeout(request.timeout_ms):

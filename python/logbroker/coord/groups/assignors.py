@@ -37,7 +37,9 @@ def range_assign(members: dict[str, set[str]], partitions: dict[str, int], curre
 
 def uniform_assign(members: dict[str, set[str]], partitions: dict[str, int], current: Assignment) -> Assignment:
     out: Assignment = {m: set() for m in members}
-    all_parts = [(t, p) for t, n in sorted(partitions.items()) for p in range(n) if any(t in s for s in members.values())]
+    all_parts = [
+        (t, p) for t, n in sorted(partitions.items()) for p in range(n) if any(t in s for s in members.values())
+    ]
     eligible = {tp: sorted(m for m, s in members.items() if tp[0] in s) for tp in all_parts}
     # keep current owners where still valid
     owner: dict[tuple[str, int], str] = {}

@@ -39,11 +39,11 @@ partitions, and nothing rebalances.
 
 from __future__ import annotations
 
+import base64
 import logging
 import re
 import uuid
-import base64
-from typing import Callable
+from collections.abc import Callable
 
 import trio
 
@@ -88,16 +88,29 @@ RecordKey = tuple[str, str | None]
 # them): a leaving member's tombstones first (current assignment, target, subscription),
 # then new values, and the group-level tombstones of a group removed last
 _TOMBSTONE_FIRST = [CG_CURRENT_ASSIGNMENT, CG_TARGET_MEMBER, CG_MEMBER_METADATA]
-_VALUES = [CG_MEMBER_METADATA, CG_METADATA, CG_PARTITION_METADATA, CG_TARGET_MEMBER, CG_TARGET_METADATA,
-           CG_CURRENT_ASSIGNMENT]
+_VALUES = [
+    CG_MEMBER_METADATA,
+    CG_METADATA,
+    CG_PARTITION_METADATA,
+    CG_TARGET_MEMBER,
+    CG_TARGET_METADATA,
+    CG_CURRENT_ASSIGNMENT,
+]
 _TOMBSTONE_LAST = [CG_TARGET_METADATA, CG_PARTITION_METADATA, CG_METADATA]
 _UNKNOWN = object()  # a replayed record the loaded state does not reproduce (rewritten or tombstoned)
 _ABSENT = object()  # no record for the key
 
 
 class ConsumerMember:
-    def __init__(self, member_id: str, instance_id: str | None, rack_id: str | None, client_id: str,
-                 client_host: str, rebalance_timeout_ms: int) -> None:
+    def __init__(
+        self,
+        member_id: str,
+        instance_id: str | None,
+        rack_id: str | None,
+        client_id: str,
+        client_host: str,
+        rebalance_timeout_ms: int,
+    ) -> None:
         self.member_id = member_id
         self.instance_id = instance_id
         self.rack_id = rack_id
@@ -149,7 +162,11 @@ class ConsumerGroup:
         if self.group_epoch > self.assignment_epoch:
             return "Assigning"
         for m in self.members.values():
-            if m.member_epoch != self.assignment_epoch or m.pending_revocation or m.assigned != self.target.get(m.member_id, set()):
+            if (
+                m.member_epoch != self.assignment_epoch
+                or m.pending_revocation
+                or m.assigned != self.target.get(m.member_id, set())
+            ):
                 return "Reconciling"
         return "Stable"
 
@@ -202,8 +219,13 @@ class ConsumerGroupCoordinator:
 
     def _bump(self, group: ConsumerGroup, reason: str) -> None:
         group.group_epoch += 1
-        log.info("consumer group %s: epoch %d (%s)", group.group_id, group.group_epoch, reason,
-                 extra=fields(group=group.group_id))
+        log.info(
+            "consumer group %s: epoch %d (%s)",
+            group.group_id,
+            group.group_epoch,
+            reason,
+            extra=fields(group=group.group_id),
+        )
 
     def _compute_target(self, group: ConsumerGroup) -> None:
         if group.assignment_epoch >= group.group_epoch:
@@ -212,7 +234,11 @@ class ConsumerGroupCoordinator:
         group.subscription_metadata = partitions
         members = {mid: {t for t in partitions if m.subscribes(t)} for mid, m in sorted(group.members.items())}
         preferred = [m.server_assignor for m in group.members.values() if m.server_assignor]
-        name = max(set(preferred), key=preferred.count) if preferred else (self.assignors[0] if self.assignors else DEFAULT_ASSIGNOR)
+        name = (
+            max(set(preferred), key=preferred.count)
+            if preferred
+            else (self.assignors[0] if self.assignors else DEFAULT_ASSIGNOR)
+        )
         group.assignor = name
         group.target = ASSIGNORS[name](members, partitions, group.target)
         group.assignment_epoch = group.group_epoch
@@ -225,8 +251,13 @@ class ConsumerGroupCoordinator:
         if m.instance_id is not None and group.static_members.get(m.instance_id) == member_id:
             del group.static_members[m.instance_id]
         group.target.pop(member_id, None)
-        log.info("consumer group %s: member %s removed (%s)", group.group_id, member_id, reason,
-                 extra=fields(group=group.group_id))
+        log.info(
+            "consumer group %s: member %s removed (%s)",
+            group.group_id,
+            member_id,
+            reason,
+            extra=fields(group=group.group_id),
+        )
         self._bump(group, f"member {member_id} left")
         self._compute_target(group)
         self.dirty.add(group.group_id)
@@ -267,23 +298,28 @@ class ConsumerGroupCoordinator:
 
     # --- heartbeat ------------------------------------------------------------------
 
-    async def heartbeat(self, req, version: int, client_id: str, client_host: str,
-                        may_describe: Callable[[str], bool] | None = None) -> dict:
+    async def heartbeat(
+        self, req, version: int, client_id: str, client_host: str, may_describe: Callable[[str], bool] | None = None
+    ) -> dict:
         """ConsumerGroupHeartbeat: the state change, then its records (only what changed)
         appended to __consumer_offsets; the answer once they are committed. A failed append
         answers its error (NOT_COORDINATOR when the partition moved, ...): the member retries
         at the same epoch (the new coordinator has everything committed before)."""
         out = self._heartbeat(req, version, client_id, client_host, may_describe)
-        if not req.group_id or out["error"] in (ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
-                                                ErrorCode.COORDINATOR_NOT_AVAILABLE):
+        if not req.group_id or out["error"] in (
+            ErrorCode.NOT_COORDINATOR,
+            ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+            ErrorCode.COORDINATOR_NOT_AVAILABLE,
+        ):
             return out
         code = await self.persist(req.group_id)
         if code:
             return {"error": code, "message": f"writing the state of group {req.group_id} to __consumer_offsets failed"}
         return out
 
-    def _heartbeat(self, req, version: int, client_id: str, client_host: str,
-                   may_describe: Callable[[str], bool] | None = None) -> dict:
+    def _heartbeat(
+        self, req, version: int, client_id: str, client_host: str, may_describe: Callable[[str], bool] | None = None
+    ) -> dict:
         owner = self.owner
         gid = req.group_id
         code = owner.check_coordinator(gid)
@@ -302,27 +338,41 @@ class ConsumerGroupCoordinator:
         member_id = req.member_id
         if epoch == 0:
             if req.subscribed_topic_names is None and getattr(req, "subscribed_topic_regex", None) is None:
-                return {"error": ErrorCode.INVALID_REQUEST, "message": "SubscribedTopicNames or SubscribedTopicRegex must be set when joining"}
+                return {
+                    "error": ErrorCode.INVALID_REQUEST,
+                    "message": "SubscribedTopicNames or SubscribedTopicRegex must be set when joining",
+                }
             if req.server_assignor is not None and req.server_assignor not in self.assignors:
-                return {"error": ErrorCode.UNSUPPORTED_ASSIGNOR, "message": f"assignor {req.server_assignor!r} is not one of {self.assignors}"}
+                return {
+                    "error": ErrorCode.UNSUPPORTED_ASSIGNOR,
+                    "message": f"assignor {req.server_assignor!r} is not one of {self.assignors}",
+                }
             if req.rebalance_timeout_ms is not None and req.rebalance_timeout_ms < -1:
                 return {"error": ErrorCode.INVALID_REQUEST, "message": "RebalanceTimeoutMs must be -1 or positive"}
             if not member_id:
                 if version >= 1:
-                    return {"error": ErrorCode.INVALID_REQUEST, "message": "MemberId must be set (KIP-1082) from version 1"}
+                    return {
+                        "error": ErrorCode.INVALID_REQUEST,
+                        "message": "MemberId must be set (KIP-1082) from version 1",
+                    }
                 member_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
             if group is None:
                 group = self.groups[gid] = ConsumerGroup(gid)
             if self.max_size and len(group.members) >= self.max_size and member_id not in group.members:
-                return {"error": ErrorCode.GROUP_MAX_SIZE_REACHED, "message": f"group {gid} has {len(group.members)} members"}
+                return {
+                    "error": ErrorCode.GROUP_MAX_SIZE_REACHED,
+                    "message": f"group {gid} has {len(group.members)} members",
+                }
             inherited = None
             if req.instance_id is not None:
                 prev_id = group.static_members.get(req.instance_id)
                 if prev_id is not None and prev_id != member_id:
                     prev = group.members.get(prev_id)
                     if prev is not None and not prev.left_temporarily:
-                        return {"error": ErrorCode.UNRELEASED_INSTANCE_ID,
-                                "message": f"instance {req.instance_id} is still held by member {prev_id}"}
+                        return {
+                            "error": ErrorCode.UNRELEASED_INSTANCE_ID,
+                            "message": f"instance {req.instance_id} is still held by member {prev_id}",
+                        }
                     if prev is not None:
                         inherited = prev
                         group.members.pop(prev_id)
@@ -331,8 +381,14 @@ class ConsumerGroupCoordinator:
             if existing is not None:
                 # a rejoin of a known member (e.g. after being fenced on its side): start afresh
                 existing.assigned, existing.pending_revocation = set(), set()
-            m = ConsumerMember(member_id, req.instance_id, req.rack_id, client_id, client_host,
-                               req.rebalance_timeout_ms if req.rebalance_timeout_ms and req.rebalance_timeout_ms > 0 else 300_000)
+            m = ConsumerMember(
+                member_id,
+                req.instance_id,
+                req.rack_id,
+                client_id,
+                client_host,
+                req.rebalance_timeout_ms if req.rebalance_timeout_ms and req.rebalance_timeout_ms > 0 else 300_000,
+            )
             if inherited is not None:
                 m.assigned = set(inherited.assigned)
                 m.member_epoch = inherited.member_epoch
@@ -353,10 +409,20 @@ class ConsumerGroupCoordinator:
                 changed |= req.server_assignor != m.server_assignor
                 m.server_assignor = req.server_assignor
             if changed:
-                self._bump(group, f"member {member_id} joined" if inherited is None else f"static member {req.instance_id} changed its subscription")
+                self._bump(
+                    group,
+                    f"member {member_id} joined"
+                    if inherited is None
+                    else f"static member {req.instance_id} changed its subscription",
+                )
             else:
-                log.info("consumer group %s: static member %s rejoined as %s", gid, req.instance_id, member_id,
-                         extra=fields(group=gid))
+                log.info(
+                    "consumer group %s: static member %s rejoined as %s",
+                    gid,
+                    req.instance_id,
+                    member_id,
+                    extra=fields(group=gid),
+                )
             m.last_sent = None
         elif epoch in (-1, -2):
             if group is None or member_id not in group.members:
@@ -376,18 +442,28 @@ class ConsumerGroupCoordinator:
             if epoch != m.member_epoch:
                 owned = self._owned(req)
                 if not (epoch == m.previous_epoch and owned is not None and owned <= m.assigned):
-                    return {"error": ErrorCode.FENCED_MEMBER_EPOCH,
-                            "message": f"member {member_id} sent epoch {epoch}, its epoch is {m.member_epoch}"}
+                    return {
+                        "error": ErrorCode.FENCED_MEMBER_EPOCH,
+                        "message": f"member {member_id} sent epoch {epoch}, its epoch is {m.member_epoch}",
+                    }
             changed = False
-            if req.subscribed_topic_names is not None and sorted(req.subscribed_topic_names) != sorted(m.subscribed_topics):
+            if req.subscribed_topic_names is not None and sorted(req.subscribed_topic_names) != sorted(
+                m.subscribed_topics
+            ):
                 m.subscribed_topics = list(req.subscribed_topic_names)
                 changed = True
-            if getattr(req, "subscribed_topic_regex", None) is not None and (req.subscribed_topic_regex or None) != m.subscribed_regex:
+            if (
+                getattr(req, "subscribed_topic_regex", None) is not None
+                and (req.subscribed_topic_regex or None) != m.subscribed_regex
+            ):
                 m.subscribed_regex = req.subscribed_topic_regex or None
                 changed = True
             if req.server_assignor is not None and req.server_assignor != m.server_assignor:
                 if req.server_assignor not in self.assignors:
-                    return {"error": ErrorCode.UNSUPPORTED_ASSIGNOR, "message": f"assignor {req.server_assignor!r} is not supported"}
+                    return {
+                        "error": ErrorCode.UNSUPPORTED_ASSIGNOR,
+                        "message": f"assignor {req.server_assignor!r} is not supported",
+                    }
                 m.server_assignor = req.server_assignor
                 changed = True
             if changed:
@@ -395,7 +471,10 @@ class ConsumerGroupCoordinator:
         m.session_deadline = now + self.session_timeout_ms(gid) / 1000
         m.left_temporarily = False
         m.may_describe = may_describe
-        if self._subscribed_partitions(group) != group.subscription_metadata and group.assignment_epoch >= group.group_epoch:
+        if (
+            self._subscribed_partitions(group) != group.subscription_metadata
+            and group.assignment_epoch >= group.group_epoch
+        ):
             self._bump(group, "subscribed topics changed")
         self._compute_target(group)
         owned = self._owned(req)
@@ -404,8 +483,12 @@ class ConsumerGroupCoordinator:
             m.revocation_deadline = None
         self._reconcile(group, m, now)
         self.owner.wake()
-        out = {"error": ErrorCode.NONE, "member_id": member_id, "member_epoch": m.member_epoch,
-               "heartbeat_interval_ms": self.heartbeat_interval_ms(gid)}
+        out = {
+            "error": ErrorCode.NONE,
+            "member_id": member_id,
+            "member_epoch": m.member_epoch,
+            "heartbeat_interval_ms": self.heartbeat_interval_ms(gid),
+        }
         current = frozenset(m.assigned)
         # As Kafka: the assignment goes back when it changed, on a join, and whenever the
         # member reported what it owns (so a member that missed a response catches up).
@@ -440,9 +523,15 @@ class ConsumerGroupCoordinator:
         for g in list(self.groups.values()):
             for m in list(g.members.values()):
                 if m.session_deadline <= now:
-                    self._remove(g, m.member_id, f"no heartbeat for consumer.session.timeout.ms={self.session_timeout_ms(g.group_id)}")
+                    self._remove(
+                        g,
+                        m.member_id,
+                        f"no heartbeat for consumer.session.timeout.ms={self.session_timeout_ms(g.group_id)}",
+                    )
                 elif m.pending_revocation and m.revocation_deadline is not None and m.revocation_deadline <= now:
-                    self._remove(g, m.member_id, f"did not revoke {sorted(m.pending_revocation)} within its rebalance timeout")
+                    self._remove(
+                        g, m.member_id, f"did not revoke {sorted(m.pending_revocation)} within its rebalance timeout"
+                    )
 
     # --- persistence: records in __consumer_offsets -------------------------------------
 
@@ -462,16 +551,30 @@ class ConsumerGroupCoordinator:
             return {}
         img: dict[RecordKey, object] = {
             (CG_METADATA, None): group.group_epoch,
-            (CG_PARTITION_METADATA, None): tuple(sorted((t, n, ids.get(t)) for t, n in group.subscription_metadata.items())),
+            (CG_PARTITION_METADATA, None): tuple(
+                sorted((t, n, ids.get(t)) for t, n in group.subscription_metadata.items())
+            ),
             (CG_TARGET_METADATA, None): group.assignment_epoch,
         }
         for mid, m in group.members.items():
-            img[(CG_MEMBER_METADATA, mid)] = (m.instance_id, m.rack_id, m.client_id, m.client_host,
-                                              tuple(m.subscribed_topics), m.subscribed_regex, m.rebalance_timeout_ms,
-                                              m.server_assignor)
-            img[(CG_CURRENT_ASSIGNMENT, mid)] = (m.member_epoch, m.previous_epoch, m.left_temporarily,
-                                                 self._member_state(group, m), frozenset(m.assigned),
-                                                 frozenset(m.pending_revocation))
+            img[(CG_MEMBER_METADATA, mid)] = (
+                m.instance_id,
+                m.rack_id,
+                m.client_id,
+                m.client_host,
+                tuple(m.subscribed_topics),
+                m.subscribed_regex,
+                m.rebalance_timeout_ms,
+                m.server_assignor,
+            )
+            img[(CG_CURRENT_ASSIGNMENT, mid)] = (
+                m.member_epoch,
+                m.previous_epoch,
+                m.left_temporarily,
+                self._member_state(group, m),
+                frozenset(m.assigned),
+                frozenset(m.pending_revocation),
+            )
         for mid, parts in group.target.items():
             img[(CG_TARGET_MEMBER, mid)] = frozenset(parts)
         return img
@@ -488,23 +591,42 @@ class ConsumerGroupCoordinator:
         if kind == CG_METADATA:
             return consumer_group_metadata_value(group.group_epoch)
         if kind == CG_PARTITION_METADATA:
-            return partition_metadata_value([TopicMetadataRecord(ids[t], t, n)
-                                             for t, n in sorted(group.subscription_metadata.items()) if t in ids])
+            return partition_metadata_value(
+                [TopicMetadataRecord(ids[t], t, n) for t, n in sorted(group.subscription_metadata.items()) if t in ids]
+            )
         if kind == CG_TARGET_METADATA:
             return target_assignment_metadata_value(group.assignment_epoch)
         if kind == CG_TARGET_MEMBER:
             return target_assignment_member_value(self._by_id(group.target[mid], ids))
         m = group.members[mid]
         if kind == CG_MEMBER_METADATA:
-            return member_metadata_value(ConsumerMemberRecord(
-                m.instance_id, m.rack_id, m.client_id, m.client_host, list(m.subscribed_topics), m.subscribed_regex,
-                m.rebalance_timeout_ms, m.server_assignor))
+            return member_metadata_value(
+                ConsumerMemberRecord(
+                    m.instance_id,
+                    m.rack_id,
+                    m.client_id,
+                    m.client_host,
+                    list(m.subscribed_topics),
+                    m.subscribed_regex,
+                    m.rebalance_timeout_ms,
+                    m.server_assignor,
+                )
+            )
         # a static member gone for now: epoch -2 (as Kafka), its own epoch kept as the previous one
-        epoch, previous = ((LEAVE_GROUP_STATIC_MEMBER_EPOCH, m.member_epoch) if m.left_temporarily
-                           else (m.member_epoch, m.previous_epoch))
-        return current_assignment_value(CurrentAssignmentRecord(
-            epoch, previous, self._member_state(group, m), self._by_id(m.assigned, ids),
-            self._by_id(m.pending_revocation, ids)))
+        epoch, previous = (
+            (LEAVE_GROUP_STATIC_MEMBER_EPOCH, m.member_epoch)
+            if m.left_temporarily
+            else (m.member_epoch, m.previous_epoch)
+        )
+        return current_assignment_value(
+            CurrentAssignmentRecord(
+                epoch,
+                previous,
+                self._member_state(group, m),
+                self._by_id(m.assigned, ids),
+                self._by_id(m.pending_revocation, ids),
+            )
+        )
 
     def _delta(self, gid: str) -> tuple[list[tuple[bytes, bytes | None]], dict[RecordKey, tuple[object, object]]]:
         """The records that bring the group's records up to its state (values for what changed,
@@ -522,8 +644,11 @@ class ConsumerGroupCoordinator:
         for kind in _TOMBSTONE_FIRST:
             records += [(consumer_group_key(kind, gid, mid), None) for k, mid in gone if k == kind]
         for kind in _VALUES:
-            records += [(consumer_group_key(kind, gid, mid), self._value(group, kind, mid, ids))
-                        for k, mid in changed if k == kind]
+            records += [
+                (consumer_group_key(kind, gid, mid), self._value(group, kind, mid, ids))
+                for k, mid in changed
+                if k == kind
+            ]
         for kind in _TOMBSTONE_LAST:
             records += [(consumer_group_key(kind, gid, mid), None) for k, mid in gone if k == kind]
         undo = {k: (old.get(k, _ABSENT), new.get(k, _ABSENT)) for k in changed + gone}
@@ -555,8 +680,13 @@ class ConsumerGroupCoordinator:
             with trio.CancelScope(shield=True):
                 e = await self.owner.append_records(gid, records)
             if e is None:
-                log.debug("consumer group %s: %d record(s) written to __consumer_offsets-%d", gid, len(records),
-                          self.owner.partition_of(gid), extra=fields(group=gid))
+                log.debug(
+                    "consumer group %s: %d record(s) written to __consumer_offsets-%d",
+                    gid,
+                    len(records),
+                    self.owner.partition_of(gid),
+                    extra=fields(group=gid),
+                )
                 return ErrorCode.NONE
             write.error = e.code
             img = self.persisted.get(gid, {})
@@ -568,9 +698,15 @@ class ConsumerGroupCoordinator:
                         img[k] = before
             if img:
                 self.persisted[gid] = img
-            log.error("consumer group %s: writing %d record(s) to __consumer_offsets-%d failed (%s): %s", gid,
-                      len(records), self.owner.partition_of(gid), ErrorCode(e.code).name, e,
-                      extra=fields(group=gid, topic="__consumer_offsets", partition=self.owner.partition_of(gid)))
+            log.error(
+                "consumer group %s: writing %d record(s) to __consumer_offsets-%d failed (%s): %s",
+                gid,
+                len(records),
+                self.owner.partition_of(gid),
+                ErrorCode(e.code).name,
+                e,
+                extra=fields(group=gid, topic="__consumer_offsets", partition=self.owner.partition_of(gid)),
+            )
         finally:
             write.done.set()
             if self._inflight.get(gid) is write:
@@ -584,8 +720,9 @@ class ConsumerGroupCoordinator:
 
     # --- loading: replaying the records ------------------------------------------------------
 
-    def replay(self, kind: str, gid: str, member_id: str | None, value: bytes | None,
-               names: dict[uuid.UUID, str]) -> None:
+    def replay(
+        self, kind: str, gid: str, member_id: str | None, value: bytes | None, names: dict[uuid.UUID, str]
+    ) -> None:
         """One consumer-group record of a partition being loaded (as Kafka's replay: a value
         creates the group / member when missing; a tombstone of something unknown is
         ignored). `names`: topic id -> name. OffsetsRecordError for an unreadable value."""
@@ -615,8 +752,9 @@ class ConsumerGroupCoordinator:
             else:
                 group.group_epoch = parse_consumer_group_metadata_value(value)
         elif kind == CG_PARTITION_METADATA:
-            group.subscription_metadata = ({} if value is None else
-                                           {t.topic_name: t.num_partitions for t in parse_partition_metadata_value(value)})
+            group.subscription_metadata = (
+                {} if value is None else {t.topic_name: t.num_partitions for t in parse_partition_metadata_value(value)}
+            )
         elif kind == CG_TARGET_METADATA:
             group.assignment_epoch = 0 if value is None else parse_target_assignment_metadata_value(value)
         elif kind == CG_TARGET_MEMBER:
@@ -630,8 +768,12 @@ class ConsumerGroupCoordinator:
             else:
                 rec = parse_member_metadata_value(value)
                 m = member()
-                m.instance_id, m.rack_id, m.client_id, m.client_host = (rec.instance_id, rec.rack_id, rec.client_id,
-                                                                         rec.client_host)
+                m.instance_id, m.rack_id, m.client_id, m.client_host = (
+                    rec.instance_id,
+                    rec.rack_id,
+                    rec.client_id,
+                    rec.client_host,
+                )
                 m.subscribed_topics, m.subscribed_regex = list(rec.subscribed_topic_names), rec.subscribed_topic_regex
                 m.rebalance_timeout_ms = rec.rebalance_timeout_ms if rec.rebalance_timeout_ms > 0 else 300_000
                 m.server_assignor = rec.server_assignor
@@ -675,18 +817,28 @@ class ConsumerGroupCoordinator:
             loaded.append(gid)
             group.static_members = {m.instance_id: mid for mid, m in group.members.items() if m.instance_id is not None}
             preferred = [m.server_assignor for m in group.members.values() if m.server_assignor]
-            group.assignor = (max(set(preferred), key=preferred.count) if preferred
-                              else (self.assignors[0] if self.assignors else DEFAULT_ASSIGNOR))
+            group.assignor = (
+                max(set(preferred), key=preferred.count)
+                if preferred
+                else (self.assignors[0] if self.assignors else DEFAULT_ASSIGNOR)
+            )
             session = self.session_timeout_ms(gid) / 1000
             for m in group.members.values():
                 m.session_deadline = now + session
                 m.revocation_deadline = now + m.rebalance_timeout_ms / 1000 if m.pending_revocation else None
                 m.last_sent = None
-            log.info("consumer group %s loaded: group epoch %d, assignment epoch %d, %d member(s) %s",
-                     gid, group.group_epoch, group.assignment_epoch, len(group.members),
-                     ", ".join(f"{mid} at epoch {m.member_epoch} with {len(m.assigned)} partition(s)"
-                               for mid, m in group.members.items()),
-                     extra=fields(group=gid))
+            log.info(
+                "consumer group %s loaded: group epoch %d, assignment epoch %d, %d member(s) %s",
+                gid,
+                group.group_epoch,
+                group.assignment_epoch,
+                len(group.members),
+                ", ".join(
+                    f"{mid} at epoch {m.member_epoch} with {len(m.assigned)} partition(s)"
+                    for mid, m in group.members.items()
+                ),
+                extra=fields(group=gid),
+            )
         self._replayed.clear()
         if self.dirty:
             self.owner.wake()

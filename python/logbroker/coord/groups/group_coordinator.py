@@ -31,21 +31,18 @@ import uuid
 
 import trio
 
-from logbroker.clock import now_ms
 from logbroker import _core
+from logbroker.clock import now_ms
 from logbroker.common.config import BrokerConfig
 from logbroker.coord.groups.consumer_group import ConsumerGroupCoordinator
-from logbroker.coord.groups.share_group import ShareGroupCoordinator
-from logbroker.coord.groups.state_topic import coordinator_state
-from logbroker.coord.metadata.control import ControllerError
 from logbroker.coord.groups.group import Group, GroupState, JoinResult, Member, SyncResult, Waiter
 from logbroker.coord.groups.offsets_topic import (
     OFFSETS_TOPIC,
+    TYPE_BY_KIND,
     GroupRecord,
     MemberRecord,
     OffsetAndMetadata,
     OffsetsRecordError,
-    TYPE_BY_KIND,
     group_key,
     group_value,
     offset_key,
@@ -56,6 +53,9 @@ from logbroker.coord.groups.offsets_topic import (
     partition_for,
     subscription_topics,
 )
+from logbroker.coord.groups.share_group import ShareGroupCoordinator
+from logbroker.coord.groups.state_topic import coordinator_state
+from logbroker.coord.metadata.control import ControllerError
 from logbroker.log_format import fields
 from logbroker.protocol import ErrorCode
 
@@ -109,8 +109,11 @@ class GroupCoordinator:
         partitions it no longer leads (their members find the new coordinator through
         FindCoordinator after NOT_COORDINATOR)."""
         topic = image.topics.get(OFFSETS_TOPIC)
-        led = {} if topic is None else {p: ps.leader_epoch for p, ps in topic.partitions.items()
-                                         if ps.leader == self.config.node_id}
+        led = (
+            {}
+            if topic is None
+            else {p: ps.leader_epoch for p, ps in topic.partitions.items() if ps.leader == self.config.node_id}
+        )
         if topic is not None:
             self.num_partitions = len(topic.partitions)
         lost = [p for p in self._led if led.get(p) != self._led[p]]
@@ -139,9 +142,13 @@ class GroupCoordinator:
         dropped_848 = self.consumer.unload(gone)
         dropped_share = [g for g in self.share.groups if self.partition_of(g) in gone]
         self.share.unload(dropped_share)
-        log.info("no longer coordinator for %s partition(s) %s: %d group(s) unloaded", OFFSETS_TOPIC,
-                 sorted(partitions), len(dropped) + len(dropped_848) + len(dropped_share),
-                 extra=fields(topic=OFFSETS_TOPIC))
+        log.info(
+            "no longer coordinator for %s partition(s) %s: %d group(s) unloaded",
+            OFFSETS_TOPIC,
+            sorted(partitions),
+            len(dropped) + len(dropped_848) + len(dropped_share),
+            extra=fields(topic=OFFSETS_TOPIC),
+        )
 
     def _loads_changed_now(self) -> None:
         ev, self._loads_changed = self._loads_changed, trio.Event()
@@ -183,8 +190,9 @@ class GroupCoordinator:
             # to the log end, not the HW: a new leader's HW lags until its followers fetch,
             # but everything in a leader's log stays (a leader never truncates), including
             # what the previous leader acknowledged
-            return [(p.index, p.log.read_records_with_markers(p.log.log_start_offset, p.log.log_end_offset))
-                    for p in parts]
+            return [
+                (p.index, p.log.read_records_with_markers(p.log.log_start_offset, p.log.log_end_offset)) for p in parts
+            ]
 
         loaded = await trio.to_thread.run_sync(read_all)
         t = trio.current_time()
@@ -201,15 +209,28 @@ class GroupCoordinator:
                     else:
                         n_offsets += self._replay(key, value, t, names)
                 except OffsetsRecordError as e:
-                    log.error("%s-%d offset %d: skipping unreadable record: %s", OFFSETS_TOPIC, index, offset, e,
-                              extra=fields(topic=OFFSETS_TOPIC, partition=index, offset=offset))
+                    log.error(
+                        "%s-%d offset %d: skipping unreadable record: %s",
+                        OFFSETS_TOPIC,
+                        index,
+                        offset,
+                        e,
+                        extra=fields(topic=OFFSETS_TOPIC, partition=index, offset=offset),
+                    )
         consumer_groups = self.consumer.finish_load(t)
         for p in parts:
             self._led[p.index] = epochs[p.index]
         self._loads_changed_now()
-        log.info("coordinator for %s partition(s) %s: loaded %d committed offset(s) and %d consumer group(s); "
-                 "%d group(s) now", OFFSETS_TOPIC, _ranges(sorted(p.index for p in parts)), n_offsets,
-                 len(consumer_groups), len(self.groups), extra=fields(topic=OFFSETS_TOPIC))
+        log.info(
+            "coordinator for %s partition(s) %s: loaded %d committed offset(s) and %d consumer group(s); "
+            "%d group(s) now",
+            OFFSETS_TOPIC,
+            _ranges(sorted(p.index for p in parts)),
+            n_offsets,
+            len(consumer_groups),
+            len(self.groups),
+            extra=fields(topic=OFFSETS_TOPIC),
+        )
 
     def _replay_txn_offset(self, producer_id: int, key: bytes | None, value: bytes | None) -> None:
         if key is None or value is None:
@@ -217,8 +238,9 @@ class GroupCoordinator:
         kind, group_id, topic, partition = parse_key(key)
         if kind != "offset":
             raise OffsetsRecordError(f"transactional {kind} record of group {group_id!r}")
-        self.pending_txn.setdefault(producer_id, {}).setdefault(group_id, {})[(topic, partition)] = \
-            parse_offset_value(value)
+        self.pending_txn.setdefault(producer_id, {}).setdefault(group_id, {})[(topic, partition)] = parse_offset_value(
+            value
+        )
 
     def complete_txn_offsets(self, index: int, producer_id: int, commit: bool) -> None:
         """A transaction marker of `producer_id` on `__consumer_offsets`-`index`: its
@@ -246,11 +268,20 @@ class GroupCoordinator:
         return False
 
     async def txn_commit_offsets(
-        self, *, transactional_id: str, group_id: str, producer_id: int, producer_epoch: int, generation_id: int,
-        member_id: str, group_instance_id: str | None, offsets: list[tuple[str, int, int, int, str | None]],
+        self,
+        *,
+        transactional_id: str,
+        group_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        generation_id: int,
+        member_id: str,
+        group_instance_id: str | None,
+        offsets: list[tuple[str, int, int, int, str | None]],
     ) -> dict[tuple[str, int], int]:
         """TxnOffsetCommit: offsets as a transactional write of the producer, pending until
         its transaction's marker (see the module doc). Error per partition."""
+
         def all_(code: int) -> dict[tuple[str, int], int]:
             return {(t, p): code for t, p, *_ in offsets}
 
@@ -280,9 +311,15 @@ class GroupCoordinator:
             self.pending_txn.setdefault(producer_id, {}).setdefault(group_id, {}).update(values)
             for k in values:
                 results[k] = ErrorCode.NONE
-            log.debug("group %s: %d offset(s) of transactional id %r (producer %d epoch %d) pending", group_id,
-                      len(values), transactional_id, producer_id, producer_epoch,
-                      extra=fields(group=group_id, transactional_id=transactional_id, producer_id=producer_id))
+            log.debug(
+                "group %s: %d offset(s) of transactional id %r (producer %d epoch %d) pending",
+                group_id,
+                len(values),
+                transactional_id,
+                producer_id,
+                producer_epoch,
+                extra=fields(group=group_id, transactional_id=transactional_id, producer_id=producer_id),
+            )
         return results
 
     def _replay(self, key: bytes | None, value: bytes | None, t: float, names: dict[uuid.UUID, str]) -> int:
@@ -316,9 +353,16 @@ class GroupCoordinator:
         group.state_timestamp = rec.current_state_timestamp
         for m in rec.members:
             member = Member(
-                m.member_id, m.group_instance_id, m.client_id, m.client_host, m.session_timeout,
-                m.rebalance_timeout, rec.protocol_type,
-                [(rec.protocol or "", m.subscription)], m.assignment, t + m.session_timeout / 1000,
+                m.member_id,
+                m.group_instance_id,
+                m.client_id,
+                m.client_host,
+                m.session_timeout,
+                m.rebalance_timeout,
+                rec.protocol_type,
+                [(rec.protocol or "", m.subscription)],
+                m.assignment,
+                t + m.session_timeout / 1000,
             )
             group.add_member(member)
         group.leader_id = rec.leader if rec.leader in group.members else group.leader_id
@@ -338,8 +382,9 @@ class GroupCoordinator:
     def coordinator_for(self, group_id: str):
         """(error, partition) for FindCoordinator and for request validation."""
         index = self.partition_of(group_id)
-        code = coordinator_state(self.replicas, self.controller.image, self.config.node_id, OFFSETS_TOPIC, index,
-                                 self._led)
+        code = coordinator_state(
+            self.replicas, self.controller.image, self.config.node_id, OFFSETS_TOPIC, index, self._led
+        )
         return code, self.replicas.get(OFFSETS_TOPIC, index)
 
     def coordinator_node(self, group_id: str) -> tuple[int, int]:
@@ -357,8 +402,9 @@ class GroupCoordinator:
 
     # --- persistence ----------------------------------------------------------------
 
-    async def _append(self, group_id: str, records: list[tuple[bytes, bytes | None]],
-                      producer: tuple[int, int] | None = None) -> None:
+    async def _append(
+        self, group_id: str, records: list[tuple[bytes, bytes | None]], producer: tuple[int, int] | None = None
+    ) -> None:
         """Append `records` to the group's partition and wait for the HW. `producer`:
         (producer id, epoch) of a transactional write (TxnOffsetCommit)."""
         index = self.partition_of(group_id)
@@ -370,17 +416,29 @@ class GroupCoordinator:
             if producer is None:
                 batch = _core.encode_batch([(k, v, 0, []) for k, v in records], base_timestamp=now_ms())
             else:
-                batch = _core.encode_batch([(k, v, 0, []) for k, v in records], base_timestamp=now_ms(),
-                                           producer_id=producer[0], producer_epoch=producer[1], base_sequence=-1,
-                                           transactional=True)
+                batch = _core.encode_batch(
+                    [(k, v, 0, []) for k, v in records],
+                    base_timestamp=now_ms(),
+                    producer_id=producer[0],
+                    producer_epoch=producer[1],
+                    base_sequence=-1,
+                    transactional=True,
+                )
             epoch = part.leader_epoch
             try:
                 result = await trio.to_thread.run_sync(part.log.append_as_leader, batch, epoch, now_ms())
             except _core.InvalidProducerEpochError as e:
                 raise CoordinatorError(ErrorCode.PRODUCER_FENCED, str(e)) from None
             except (_core.LogBrokerError, OSError) as e:
-                log.error("writing %d record(s) of group %s to %s-%d failed: %s", len(records), group_id, OFFSETS_TOPIC, index, e,
-                          extra=fields(group=group_id, topic=OFFSETS_TOPIC, partition=index))
+                log.error(
+                    "writing %d record(s) of group %s to %s-%d failed: %s",
+                    len(records),
+                    group_id,
+                    OFFSETS_TOPIC,
+                    index,
+                    e,
+                    extra=fields(group=group_id, topic=OFFSETS_TOPIC, partition=index),
+                )
                 raise CoordinatorError(ErrorCode.COORDINATOR_NOT_AVAILABLE, str(e)) from None
             part.maybe_increment_hw()
         await part.wait_for_hw(result.last_offset + 1, trio.current_time() + 30)
@@ -403,9 +461,14 @@ class GroupCoordinator:
             current_state_timestamp=group.state_timestamp,
             members=[
                 MemberRecord(
-                    m.member_id, m.group_instance_id, m.client_id, m.client_host, m.rebalance_timeout_ms,
+                    m.member_id,
+                    m.group_instance_id,
+                    m.client_id,
+                    m.client_host,
+                    m.rebalance_timeout_ms,
                     m.session_timeout_ms,
-                    m.metadata_for(group.protocol_name) if group.protocol_name else b"", m.assignment,
+                    m.metadata_for(group.protocol_name) if group.protocol_name else b"",
+                    m.assignment,
                 )
                 for m in group.members.values()
             ],
@@ -415,8 +478,13 @@ class GroupCoordinator:
         try:
             await self._append(group.group_id, [(group_key(group.group_id), group_value(self._group_record(group)))])
         except CoordinatorError as e:
-            log.error("could not store metadata of group %s (generation %d): %s", group.group_id, group.generation_id, e,
-                      extra=fields(group=group.group_id))
+            log.error(
+                "could not store metadata of group %s (generation %d): %s",
+                group.group_id,
+                group.generation_id,
+                e,
+                extra=fields(group=group.group_id),
+            )
 
     def _store_group_soon(self, group: Group) -> None:
         """Queue a group-metadata write for the coordinator task (state changes made
@@ -468,19 +536,34 @@ class GroupCoordinator:
             for mid, deadline in list(group.pending_members.items()):
                 if deadline <= now:
                     del group.pending_members[mid]
-                    log.info("group %s: pending member %s did not rejoin within its session timeout", group.group_id, mid,
-                             extra=fields(group=group.group_id))
+                    log.info(
+                        "group %s: pending member %s did not rejoin within its session timeout",
+                        group.group_id,
+                        mid,
+                        extra=fields(group=group.group_id),
+                    )
                     self._maybe_complete_join(group)
             for member in list(group.members.values()):
                 if not member.awaiting_join and member.heartbeat_deadline <= now:
                     log.info(
                         "group %s: member %s (instance %s) expired: no heartbeat for session.timeout.ms=%d",
-                        group.group_id, member.member_id, member.group_instance_id, member.session_timeout_ms,
+                        group.group_id,
+                        member.member_id,
+                        member.group_instance_id,
+                        member.session_timeout_ms,
                         extra=fields(group=group.group_id),
                     )
                     self._remove_member(group, member.member_id, "session timeout")
-            if group.state == GroupState.PREPARING_REBALANCE and group.rebalance_deadline is not None and group.rebalance_deadline <= now:
-                if getattr(group, "initial_delay", None) is not None and group.initial_delay["new_members"] and group.initial_delay["remaining"] > 0:
+            if (
+                group.state == GroupState.PREPARING_REBALANCE
+                and group.rebalance_deadline is not None
+                and group.rebalance_deadline <= now
+            ):
+                if (
+                    getattr(group, "initial_delay", None) is not None
+                    and group.initial_delay["new_members"]
+                    and group.initial_delay["remaining"] > 0
+                ):
                     d = group.initial_delay
                     step = min(self.initial_delay_ms, d["remaining"])
                     d["remaining"] -= step
@@ -489,10 +572,19 @@ class GroupCoordinator:
                 else:
                     group.initial_delay = None
                     self._complete_join(group)
-            if group.state == GroupState.COMPLETING_REBALANCE and group.sync_deadline is not None and group.sync_deadline <= now:
+            if (
+                group.state == GroupState.COMPLETING_REBALANCE
+                and group.sync_deadline is not None
+                and group.sync_deadline <= now
+            ):
                 missing = [m.member_id for m in group.members.values() if not m.awaiting_sync]
-                log.info("group %s: generation %d not synced in time; removing %s", group.group_id, group.generation_id, missing,
-                         extra=fields(group=group.group_id))
+                log.info(
+                    "group %s: generation %d not synced in time; removing %s",
+                    group.group_id,
+                    group.generation_id,
+                    missing,
+                    extra=fields(group=group.group_id),
+                )
                 for mid in missing:
                     self._remove_member(group, mid, "sync timeout", rebalance=False)
                 self._prepare_rebalance(group, "members did not sync in time")
@@ -514,8 +606,13 @@ class GroupCoordinator:
         else:
             group.initial_delay = None
             group.rebalance_deadline = now + group.max_rebalance_timeout_ms() / 1000
-        log.info("group %s: preparing to rebalance generation %d (%s)", group.group_id, group.generation_id, reason,
-                 extra=fields(group=group.group_id))
+        log.info(
+            "group %s: preparing to rebalance generation %d (%s)",
+            group.group_id,
+            group.generation_id,
+            reason,
+            extra=fields(group=group.group_id),
+        )
         group.transition(GroupState.PREPARING_REBALANCE, now_ms())
         self.wake()
 
@@ -534,8 +631,13 @@ class GroupCoordinator:
     def _complete_join(self, group: Group) -> None:
         for m in list(group.members.values()):
             if not m.awaiting_join:
-                log.info("group %s: member %s did not rejoin generation %d in time", group.group_id, m.member_id,
-                         group.generation_id + 1, extra=fields(group=group.group_id))
+                log.info(
+                    "group %s: member %s did not rejoin generation %d in time",
+                    group.group_id,
+                    m.member_id,
+                    group.generation_id + 1,
+                    extra=fields(group=group.group_id),
+                )
                 group.remove_member(m.member_id)
         group.rebalance_deadline = None
         group.generation_id += 1
@@ -543,8 +645,12 @@ class GroupCoordinator:
         if not group.members:
             group.protocol_name = None
             group.transition(GroupState.EMPTY, now_ms())
-            log.info("group %s: generation %d is empty", group.group_id, group.generation_id,
-                     extra=fields(group=group.group_id))
+            log.info(
+                "group %s: generation %d is empty",
+                group.group_id,
+                group.generation_id,
+                extra=fields(group=group.group_id),
+            )
             self._store_group_soon(group)
             return
         group.protocol_name = group.select_protocol()
@@ -561,15 +667,24 @@ class GroupCoordinator:
             m.join_waiter.set(self._join_result(group, m, all_members if m.member_id == group.leader_id else []))
         log.info(
             "group %s: generation %d with %d member(s), protocol %s, leader %s",
-            group.group_id, group.generation_id, len(group.members), group.protocol_name, group.leader_id,
+            group.group_id,
+            group.generation_id,
+            len(group.members),
+            group.protocol_name,
+            group.leader_id,
             extra=fields(group=group.group_id),
         )
         self.wake()
 
     def _join_result(self, group: Group, member: Member, members: list, leader: str | None = None) -> JoinResult:
         return JoinResult(
-            ErrorCode.NONE, group.generation_id, group.protocol_type, group.protocol_name,
-            leader if leader is not None else (group.leader_id or ""), member.member_id, members,
+            ErrorCode.NONE,
+            group.generation_id,
+            group.protocol_type,
+            group.protocol_name,
+            leader if leader is not None else (group.leader_id or ""),
+            member.member_id,
+            members,
         )
 
     def _remove_member(self, group: Group, member_id: str, reason: str, rebalance: bool = True) -> None:
@@ -590,9 +705,19 @@ class GroupCoordinator:
     # --- JoinGroup ------------------------------------------------------------------
 
     async def join_group(
-        self, *, group_id: str, member_id: str, group_instance_id: str | None, client_id: str, client_host: str,
-        session_timeout_ms: int, rebalance_timeout_ms: int, protocol_type: str, protocols: list[tuple[str, bytes]],
-        require_known_member_id: bool, reason: str | None,
+        self,
+        *,
+        group_id: str,
+        member_id: str,
+        group_instance_id: str | None,
+        client_id: str,
+        client_host: str,
+        session_timeout_ms: int,
+        rebalance_timeout_ms: int,
+        protocol_type: str,
+        protocols: list[tuple[str, bytes]],
+        require_known_member_id: bool,
+        reason: str | None,
     ) -> JoinResult:
         code = self.check_coordinator(group_id)
         if code:
@@ -614,32 +739,62 @@ class GroupCoordinator:
             return JoinResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id=member_id)
         if not member_id:
             return await self._join_new(
-                group, group_instance_id, client_id, client_host, session_timeout_ms, rebalance_timeout_ms,
-                protocol_type, protocols, require_known_member_id, reason,
+                group,
+                group_instance_id,
+                client_id,
+                client_host,
+                session_timeout_ms,
+                rebalance_timeout_ms,
+                protocol_type,
+                protocols,
+                require_known_member_id,
+                reason,
             )
         return await self._join_known(
-            group, member_id, group_instance_id, client_id, client_host, session_timeout_ms, rebalance_timeout_ms,
-            protocol_type, protocols, reason,
+            group,
+            member_id,
+            group_instance_id,
+            client_id,
+            client_host,
+            session_timeout_ms,
+            rebalance_timeout_ms,
+            protocol_type,
+            protocols,
+            reason,
         )
 
     def _new_member_id(self, client_id: str) -> str:
         return f"{client_id}-{uuid.uuid4()}"
 
-    async def _join_new(self, group, instance_id, client_id, client_host, session_ms, rebalance_ms, ptype, protocols,
-                        require_known, reason) -> JoinResult:
+    async def _join_new(
+        self,
+        group,
+        instance_id,
+        client_id,
+        client_host,
+        session_ms,
+        rebalance_ms,
+        ptype,
+        protocols,
+        require_known,
+        reason,
+    ) -> JoinResult:
         new_id = self._new_member_id(client_id)
         if instance_id is not None and instance_id in group.static_members:
-            return await self._rejoin_static(group, instance_id, new_id, client_id, client_host, session_ms,
-                                             rebalance_ms, protocols, reason)
+            return await self._rejoin_static(
+                group, instance_id, new_id, client_id, client_host, session_ms, rebalance_ms, protocols, reason
+            )
         if instance_id is None and require_known:
             group.pending_members[new_id] = trio.current_time() + session_ms / 1000
             self.wake()
             return JoinResult(ErrorCode.MEMBER_ID_REQUIRED, member_id=new_id)
-        return await self._add_and_join(group, new_id, instance_id, client_id, client_host, session_ms, rebalance_ms,
-                                        ptype, protocols, reason)
+        return await self._add_and_join(
+            group, new_id, instance_id, client_id, client_host, session_ms, rebalance_ms, ptype, protocols, reason
+        )
 
-    async def _add_and_join(self, group, member_id, instance_id, client_id, client_host, session_ms, rebalance_ms,
-                            ptype, protocols, reason) -> JoinResult:
+    async def _add_and_join(
+        self, group, member_id, instance_id, client_id, client_host, session_ms, rebalance_ms, ptype, protocols, reason
+    ) -> JoinResult:
         if self.max_size > 0 and len(group.members) >= self.max_size:
             return JoinResult(ErrorCode.GROUP_MAX_SIZE_REACHED, member_id=member_id)
         member = Member(member_id, instance_id, client_id, client_host, session_ms, rebalance_ms, ptype, protocols)
@@ -653,12 +808,23 @@ class GroupCoordinator:
         self._maybe_complete_join(group)
         return await member.join_waiter.wait()
 
-    async def _join_known(self, group, member_id, instance_id, client_id, client_host, session_ms, rebalance_ms,
-                          ptype, protocols, reason) -> JoinResult:
+    async def _join_known(
+        self, group, member_id, instance_id, client_id, client_host, session_ms, rebalance_ms, ptype, protocols, reason
+    ) -> JoinResult:
         if member_id in group.pending_members:
             del group.pending_members[member_id]
-            return await self._add_and_join(group, member_id, instance_id, client_id, client_host, session_ms,
-                                            rebalance_ms, ptype, protocols, reason)
+            return await self._add_and_join(
+                group,
+                member_id,
+                instance_id,
+                client_id,
+                client_host,
+                session_ms,
+                rebalance_ms,
+                ptype,
+                protocols,
+                reason,
+            )
         if instance_id is not None:
             known = group.static_members.get(instance_id)
             if known is not None and known != member_id:
@@ -683,8 +849,9 @@ class GroupCoordinator:
     def _members_of(self, group: Group) -> list:
         return [(m.member_id, m.group_instance_id, m.metadata_for(group.protocol_name)) for m in group.members.values()]
 
-    async def _rejoin_static(self, group, instance_id, new_id, client_id, client_host, session_ms, rebalance_ms,
-                             protocols, reason) -> JoinResult:
+    async def _rejoin_static(
+        self, group, instance_id, new_id, client_id, client_host, session_ms, rebalance_ms, protocols, reason
+    ) -> JoinResult:
         old_id = group.static_members[instance_id]
         old_leader = group.leader_id
         old = group.members[old_id]
@@ -697,8 +864,14 @@ class GroupCoordinator:
         member.client_id, member.client_host = client_id, client_host
         member.session_timeout_ms, member.rebalance_timeout_ms = session_ms, rebalance_ms
         member.heartbeat_deadline = trio.current_time() + session_ms / 1000
-        log.info("group %s: static member %s rejoined as %s (was %s)", group.group_id, instance_id, new_id, old_id,
-                 extra=fields(group=group.group_id))
+        log.info(
+            "group %s: static member %s rejoined as %s (was %s)",
+            group.group_id,
+            instance_id,
+            new_id,
+            old_id,
+            extra=fields(group=group.group_id),
+        )
         if group.state == GroupState.STABLE:
             if group.select_protocol() == group.protocol_name:
                 await self._store_group(group)
@@ -719,9 +892,17 @@ class GroupCoordinator:
 
     # --- SyncGroup ------------------------------------------------------------------
 
-    async def sync_group(self, *, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None,
-                         protocol_type: str | None, protocol_name: str | None,
-                         assignments: dict[str, bytes]) -> SyncResult:
+    async def sync_group(
+        self,
+        *,
+        group_id: str,
+        generation_id: int,
+        member_id: str,
+        group_instance_id: str | None,
+        protocol_type: str | None,
+        protocol_name: str | None,
+        assignments: dict[str, bytes],
+    ) -> SyncResult:
         code = self.check_coordinator(group_id)
         if code:
             return SyncResult(code)
@@ -750,9 +931,15 @@ class GroupCoordinator:
             group.transition(GroupState.STABLE, now_ms())
             for m in group.members.values():
                 if m.awaiting_sync:
-                    m.sync_waiter.set(SyncResult(ErrorCode.NONE, m.assignment, group.protocol_type, group.protocol_name))
-            log.info("group %s: generation %d is stable", group.group_id, group.generation_id,
-                     extra=fields(group=group.group_id))
+                    m.sync_waiter.set(
+                        SyncResult(ErrorCode.NONE, m.assignment, group.protocol_type, group.protocol_name)
+                    )
+            log.info(
+                "group %s: generation %d is stable",
+                group.group_id,
+                group.generation_id,
+                extra=fields(group=group.group_id),
+            )
             self._store_group_soon(group)
         return await waiter.wait()
 
@@ -819,10 +1006,16 @@ class GroupCoordinator:
     # --- offsets --------------------------------------------------------------------
 
     async def commit_offsets(
-        self, *, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None,
+        self,
+        *,
+        group_id: str,
+        generation_id: int,
+        member_id: str,
+        group_instance_id: str | None,
         offsets: list[tuple[str, int, int, int, str | None]],
     ) -> dict[tuple[str, int], int]:
         """offsets: (topic, partition, offset, leader_epoch, metadata) -> error per partition."""
+
         def all_(code: int) -> dict[tuple[str, int], int]:
             return {(t, p): code for t, p, *_ in offsets}
 
@@ -905,7 +1098,8 @@ class GroupCoordinator:
                 continue
             base = group.state_timestamp if group.protocol_type else None
             expired = [
-                k for k, v in group.offsets.items()
+                k
+                for k, v in group.offsets.items()
                 if now - (base if base is not None else v.commit_timestamp) >= self.retention_ms
             ]
             if not expired:
@@ -916,8 +1110,12 @@ class GroupCoordinator:
                 continue
             for k in expired:
                 group.offsets.pop(k, None)
-            log.info("group %s: expired %d committed offset(s) (offsets.retention.minutes)", group.group_id, len(expired),
-                     extra=fields(group=group.group_id))
+            log.info(
+                "group %s: expired %d committed offset(s) (offsets.retention.minutes)",
+                group.group_id,
+                len(expired),
+                extra=fields(group=group.group_id),
+            )
             if not group.offsets and not group.members:
                 await self._delete_group_records(group)
                 self.groups.pop(group.group_id, None)
@@ -952,8 +1150,9 @@ class GroupCoordinator:
             return lambda t: True
         return topics.__contains__
 
-    async def delete_offsets(self, group_id: str, partitions: list[tuple[str, int]]
-                             ) -> tuple[int, dict[tuple[str, int], int]]:
+    async def delete_offsets(
+        self, group_id: str, partitions: list[tuple[str, int]]
+    ) -> tuple[int, dict[tuple[str, int], int]]:
         """OffsetDelete, as Kafka's OffsetMetadataManager.deleteOffsets: (group error, error per
         partition). Group errors: those of the coordinator (NOT_COORDINATOR, loading),
         GROUP_ID_NOT_FOUND (no such group, or a share group), NON_EMPTY_GROUP (a classic group
@@ -990,8 +1189,12 @@ class GroupCoordinator:
                 return e.code, {}
             for tp in gone:
                 self._forget_offset(group_id, tp)
-            log.info("group %s: deleted the committed offsets of %d partition(s) (OffsetDelete)", group_id, len(gone),
-                     extra=fields(group=group_id))
+            log.info(
+                "group %s: deleted the committed offsets of %d partition(s) (OffsetDelete)",
+                group_id,
+                len(gone),
+                extra=fields(group=group_id),
+            )
         return ErrorCode.NONE, results
 
     def _forget_offset(self, group_id: str, tp: tuple[str, int]) -> None:

@@ -208,8 +208,18 @@ def parse_group_value(value: bytes) -> GroupRecord:
         rebalance_timeout = r.i32("rebalance_timeout") if version >= 1 else -1
         session_timeout = r.i32("session_timeout")
         subscription = r.nullable_bytes("subscription", False) or b""
-        members.append(MemberRecord(member_id, instance, client_id, client_host, rebalance_timeout, session_timeout,
-                                    subscription, r.nullable_bytes("assignment", False) or b""))
+        members.append(
+            MemberRecord(
+                member_id,
+                instance,
+                client_id,
+                client_host,
+                rebalance_timeout,
+                session_timeout,
+                subscription,
+                r.nullable_bytes("assignment", False) or b"",
+            )
+        )
     return GroupRecord(protocol_type, generation, protocol, leader, ts, members)
 
 
@@ -227,14 +237,20 @@ def subscription_topics(subscription: bytes) -> list[str]:
 
 # --- KIP-848 consumer groups (record types 3 to 8) ------------------------------------
 
-CG_METADATA = "consumer_group_metadata"                          # 3
-CG_PARTITION_METADATA = "consumer_group_partition_metadata"      # 4
-CG_MEMBER_METADATA = "consumer_group_member_metadata"            # 5
+CG_METADATA = "consumer_group_metadata"  # 3
+CG_PARTITION_METADATA = "consumer_group_partition_metadata"  # 4
+CG_MEMBER_METADATA = "consumer_group_member_metadata"  # 5
 CG_TARGET_METADATA = "consumer_group_target_assignment_metadata"  # 6
-CG_TARGET_MEMBER = "consumer_group_target_assignment_member"     # 7
+CG_TARGET_MEMBER = "consumer_group_target_assignment_member"  # 7
 CG_CURRENT_ASSIGNMENT = "consumer_group_current_member_assignment"  # 8
-KIND_BY_TYPE = {3: CG_METADATA, 4: CG_PARTITION_METADATA, 5: CG_MEMBER_METADATA, 6: CG_TARGET_METADATA,
-                7: CG_TARGET_MEMBER, 8: CG_CURRENT_ASSIGNMENT}
+KIND_BY_TYPE = {
+    3: CG_METADATA,
+    4: CG_PARTITION_METADATA,
+    5: CG_MEMBER_METADATA,
+    6: CG_TARGET_METADATA,
+    7: CG_TARGET_MEMBER,
+    8: CG_CURRENT_ASSIGNMENT,
+}
 TYPE_BY_KIND = {v: k for k, v in KIND_BY_TYPE.items()}
 _MEMBER_KEYED = {5, 7, 8}
 
@@ -410,8 +426,7 @@ def parse_member_metadata_value(value: bytes) -> ConsumerMemberRecord:
     rebalance_timeout = r.i32("rebalance_timeout_ms")
     assignor = r.nullable_string("server_assignor", True)
     _end(r)
-    return ConsumerMemberRecord(instance_id, rack_id, client_id, client_host, names, regex, rebalance_timeout,
-                                assignor)
+    return ConsumerMemberRecord(instance_id, rack_id, client_id, client_host, names, regex, rebalance_timeout, assignor)
 
 
 def target_assignment_member_value(partitions: TopicPartitions) -> bytes:

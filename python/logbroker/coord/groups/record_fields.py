@@ -113,7 +113,8 @@ class FieldReader:
     def take(self, n: int, field: str) -> bytes:
         if n < 0 or self.p + n > len(self.d):
             raise self.error(
-                f"{self.what}: truncated at {field} (byte {self.p}: need {n}, {len(self.d) - self.p} left)")
+                f"{self.what}: truncated at {field} (byte {self.p}: need {n}, {len(self.d) - self.p} left)"
+            )
         out = self.d[self.p : self.p + n]
         self.p += n
         return out

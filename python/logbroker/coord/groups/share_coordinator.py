@@ -68,8 +68,13 @@ class ShareCoordinator:
     def __init__(self, config, replicas, controller) -> None:
         self.config = config
         self.node_id = config.node_id
-        self.topic = StateTopic(SHARE_STATE_TOPIC, self.node_id, replicas, controller,
-                                config.get_int("share.coordinator.state.topic.num.partitions"))
+        self.topic = StateTopic(
+            SHARE_STATE_TOPIC,
+            self.node_id,
+            replicas,
+            controller,
+            config.get_int("share.coordinator.state.topic.num.partitions"),
+        )
         self.controller = controller
         self.states: dict[Key, ShareState] = {}
         self._locks: dict[Key, trio.Lock] = {}
@@ -82,10 +87,12 @@ class ShareCoordinator:
 
     async def ensure_state_topic(self) -> None:
         c = self.config
-        await self.topic.ensure(c.get_int("share.coordinator.state.topic.num.partitions"),
-                                c.get_int("share.coordinator.state.topic.replication.factor"),
-                                c.get_int("share.coordinator.state.topic.min.isr"),
-                                c.get_int("share.coordinator.state.topic.segment.bytes"))
+        await self.topic.ensure(
+            c.get_int("share.coordinator.state.topic.num.partitions"),
+            c.get_int("share.coordinator.state.topic.replication.factor"),
+            c.get_int("share.coordinator.state.topic.min.isr"),
+            c.get_int("share.coordinator.state.topic.segment.bytes"),
+        )
 
     def coordinator_node(self, key: str) -> tuple[int, int]:
         """(partition, leader id or -1) of a FindCoordinator key "groupId:topicId:partition"."""
@@ -101,8 +108,13 @@ class ShareCoordinator:
             dropped = [k for k in self.states if self._index(k) in gone]
             for k in dropped:
                 del self.states[k]
-            log.info("no longer share coordinator for %s partition(s) %s: %d share-partition state(s) unloaded",
-                     SHARE_STATE_TOPIC, sorted(lost), len(dropped), extra=fields(topic=SHARE_STATE_TOPIC))
+            log.info(
+                "no longer share coordinator for %s partition(s) %s: %d share-partition state(s) unloaded",
+                SHARE_STATE_TOPIC,
+                sorted(lost),
+                len(dropped),
+                extra=fields(topic=SHARE_STATE_TOPIC),
+            )
         if gained:
             await self._load(gained)
 
@@ -121,10 +133,14 @@ class ShareCoordinator:
                         u = parse_update_value(value)
                         s = found.get(k)
                         if s is None:
-                            log.warning("%s-%d offset %d: update of %s without a snapshot: skipped",
-                                        SHARE_STATE_TOPIC, index, offset, _name(k),
-                                        extra=fields(topic=SHARE_STATE_TOPIC, partition=index, offset=offset,
-                                                     group=group_id))
+                            log.warning(
+                                "%s-%d offset %d: update of %s without a snapshot: skipped",
+                                SHARE_STATE_TOPIC,
+                                index,
+                                offset,
+                                _name(k),
+                                extra=fields(topic=SHARE_STATE_TOPIC, partition=index, offset=offset, group=group_id),
+                            )
                             continue
                         if u.start_offset != -1:
                             s.start_offset = u.start_offset
@@ -132,8 +148,14 @@ class ShareCoordinator:
                         s.batches = combine(s.batches, u.batches, s.start_offset)
                         s.delivery_complete_count = u.delivery_complete_count
                 except ShareStateLogError as e:
-                    log.error("%s-%d offset %d: skipping unreadable record: %s", SHARE_STATE_TOPIC, index, offset, e,
-                              extra=fields(topic=SHARE_STATE_TOPIC, partition=index, offset=offset))
+                    log.error(
+                        "%s-%d offset %d: skipping unreadable record: %s",
+                        SHARE_STATE_TOPIC,
+                        index,
+                        offset,
+                        e,
+                        extra=fields(topic=SHARE_STATE_TOPIC, partition=index, offset=offset),
+                    )
         loaded = set(epochs)
         for k in [k for k in self.states if self._index(k) in loaded]:
             del self.states[k]
@@ -141,8 +163,13 @@ class ShareCoordinator:
             if s is not None:
                 self.states[k] = s
         self.topic.mark_loaded(epochs)
-        log.info("share coordinator for %s partition(s) %s: %d share-partition state(s) loaded", SHARE_STATE_TOPIC,
-                 sorted(epochs), sum(s is not None for s in found.values()), extra=fields(topic=SHARE_STATE_TOPIC))
+        log.info(
+            "share coordinator for %s partition(s) %s: %d share-partition state(s) loaded",
+            SHARE_STATE_TOPIC,
+            sorted(epochs),
+            sum(s is not None for s in found.values()),
+            extra=fields(topic=SHARE_STATE_TOPIC),
+        )
 
     # --- persistence ---------------------------------------------------------------------
 
@@ -174,8 +201,15 @@ class ShareCoordinator:
         old = self.states.get(key)
         ms = now_ms()
         if old is None:
-            old = ShareState(snapshot_epoch=-1, state_epoch=0, leader_epoch=-1,
-                             start_offset=UNINITIALIZED_START_OFFSET, create_ms=ms, write_ms=ms, batches=[])
+            old = ShareState(
+                snapshot_epoch=-1,
+                state_epoch=0,
+                leader_epoch=-1,
+                start_offset=UNINITIALIZED_START_OFFSET,
+                create_ms=ms,
+                write_ms=ms,
+                batches=[],
+            )
         changes: dict = {"snapshot_epoch": old.snapshot_epoch + 1, "write_ms": ms, "batches": list(old.batches)}
         changes.update(fields)
         return dataclasses.replace(old, **changes)
@@ -183,8 +217,10 @@ class ShareCoordinator:
     def _check_leader_epoch(self, key: Key, leader_epoch: int) -> None:
         s = self.states.get(key)
         if s is not None and leader_epoch != -1 and leader_epoch < s.leader_epoch:
-            raise StateTopicError(ErrorCode.FENCED_LEADER_EPOCH,
-                                  f"{_name(key)}: leader epoch {leader_epoch} is older than {s.leader_epoch}")
+            raise StateTopicError(
+                ErrorCode.FENCED_LEADER_EPOCH,
+                f"{_name(key)}: leader epoch {leader_epoch} is older than {s.leader_epoch}",
+            )
 
     # --- the APIs (one share-partition each; StateTopicError names the error) ---------------
 
@@ -193,12 +229,20 @@ class ShareCoordinator:
         async with self._lock(key):
             s = self.states.get(key)
             if s is not None and state_epoch <= s.state_epoch:
-                raise StateTopicError(ErrorCode.FENCED_STATE_EPOCH,
-                                      f"{_name(key)}: state epoch {state_epoch} is not above {s.state_epoch}")
-            await self._put(index, key, self._new_state(key, state_epoch=state_epoch, start_offset=start_offset,
-                                                        batches=[]))
-        log.info("%s: initialised at offset %d, state epoch %d", _name(key), start_offset, state_epoch,
-                 extra=fields(group=key[0], offset=start_offset))
+                raise StateTopicError(
+                    ErrorCode.FENCED_STATE_EPOCH,
+                    f"{_name(key)}: state epoch {state_epoch} is not above {s.state_epoch}",
+                )
+            await self._put(
+                index, key, self._new_state(key, state_epoch=state_epoch, start_offset=start_offset, batches=[])
+            )
+        log.info(
+            "%s: initialised at offset %d, state epoch %d",
+            _name(key),
+            start_offset,
+            state_epoch,
+            extra=fields(group=key[0], offset=start_offset),
+        )
 
     async def read(self, key: Key, leader_epoch: int) -> ShareState | None:
         """The state (None: none stored), after recording a newer `leader_epoch`."""
@@ -210,23 +254,34 @@ class ShareCoordinator:
                 await self._put(index, key, self._new_state(key, leader_epoch=leader_epoch))
             return self.states.get(key)
 
-    async def write(self, key: Key, state_epoch: int, leader_epoch: int, start_offset: int,
-                    batches: list[StateBatch]) -> None:
+    async def write(
+        self, key: Key, state_epoch: int, leader_epoch: int, start_offset: int, batches: list[StateBatch]
+    ) -> None:
         index = self._check(key)
-        bad = [b for b in batches if b.last_offset < b.first_offset or b.first_offset < 0
-               or b.delivery_state not in (0, 2, 4) or b.delivery_count < 0]
+        bad = [
+            b
+            for b in batches
+            if b.last_offset < b.first_offset
+            or b.first_offset < 0
+            or b.delivery_state not in (0, 2, 4)
+            or b.delivery_count < 0
+        ]
         if bad or overlap(batches) is not None:
-            raise StateTopicError(ErrorCode.INVALID_REQUEST,
-                                  f"{_name(key)}: bad state batch {bad[0] if bad else overlap(batches)}")
+            raise StateTopicError(
+                ErrorCode.INVALID_REQUEST, f"{_name(key)}: bad state batch {bad[0] if bad else overlap(batches)}"
+            )
         async with self._lock(key):
             s = self.states.get(key)
             self._check_leader_epoch(key, leader_epoch)
             if s is not None and state_epoch < s.state_epoch:
-                raise StateTopicError(ErrorCode.FENCED_STATE_EPOCH,
-                                      f"{_name(key)}: state epoch {state_epoch} is older than {s.state_epoch}")
+                raise StateTopicError(
+                    ErrorCode.FENCED_STATE_EPOCH,
+                    f"{_name(key)}: state epoch {state_epoch} is older than {s.state_epoch}",
+                )
             start = start_offset if start_offset != -1 else (s.start_offset if s is not None else -1)
-            new = self._new_state(key, start_offset=start,
-                                  batches=combine([] if s is None else s.batches, batches, start))
+            new = self._new_state(
+                key, start_offset=start, batches=combine([] if s is None else s.batches, batches, start)
+            )
             if s is None:
                 new.state_epoch = state_epoch
             if leader_epoch != -1:

@@ -98,8 +98,11 @@ class ShareGroupCoordinator:
         return self.owner.group_config(group_id, "share.heartbeat.interval.ms")
 
     def _topics(self) -> dict[str, int]:
-        return {name: len(t.partitions) for name, t in self.owner.controller.image.topics.items()
-                if not name.startswith("__")}
+        return {
+            name: len(t.partitions)
+            for name, t in self.owner.controller.image.topics.items()
+            if not name.startswith("__")
+        }
 
     def topic_ids(self) -> dict[str, uuid.UUID]:
         return {name: t.topic_id for name, t in self.owner.controller.image.topics.items()}
@@ -111,8 +114,13 @@ class ShareGroupCoordinator:
 
     def _bump(self, group: ShareGroup, reason: str) -> None:
         group.group_epoch += 1
-        log.info("share group %s: epoch %d (%s)", group.group_id, group.group_epoch, reason,
-                 extra=fields(group=group.group_id))
+        log.info(
+            "share group %s: epoch %d (%s)",
+            group.group_id,
+            group.group_epoch,
+            reason,
+            extra=fields(group=group.group_id),
+        )
 
     def _compute_target(self, group: ShareGroup) -> None:
         if group.assignment_epoch >= group.group_epoch:
@@ -126,8 +134,13 @@ class ShareGroupCoordinator:
         if group.members.pop(member_id, None) is None:
             return
         group.target.pop(member_id, None)
-        log.info("share group %s: member %s removed (%s)", group.group_id, member_id, reason,
-                 extra=fields(group=group.group_id))
+        log.info(
+            "share group %s: member %s removed (%s)",
+            group.group_id,
+            member_id,
+            reason,
+            extra=fields(group=group.group_id),
+        )
         self._bump(group, f"member {member_id} left")
         self._compute_target(group)
         if self.on_member_left is not None:
@@ -147,8 +160,9 @@ class ShareGroupCoordinator:
             return ErrorCode.GROUP_ID_NOT_FOUND, f"group {gid!r} is not a share group"
         group = self.groups.get(gid)
         if need_empty and group is not None and group.members:
-            return ErrorCode.NON_EMPTY_GROUP, (f"share group {gid!r} has {len(group.members)} member(s): its offsets "
-                                               f"change only while it is empty")
+            return ErrorCode.NON_EMPTY_GROUP, (
+                f"share group {gid!r} has {len(group.members)} member(s): its offsets change only while it is empty"
+            )
         return ErrorCode.NONE, None
 
     def note_group(self, gid: str) -> None:
@@ -167,9 +181,11 @@ class ShareGroupCoordinator:
             return {"error": ErrorCode.INVALID_REQUEST, "message": "MemberId can't be empty"}
         classic = owner.groups.get(gid)
         if (classic is not None and classic.members) or gid in owner.consumer.groups:
-            return {"error": ErrorCode.GROUP_ID_NOT_FOUND,
-                    "message": f"group {gid!r} is a {'classic' if classic is not None else 'consumer'} group, "
-                               f"not a share group"}
+            return {
+                "error": ErrorCode.GROUP_ID_NOT_FOUND,
+                "message": f"group {gid!r} is a {'classic' if classic is not None else 'consumer'} group, "
+                f"not a share group",
+            }
         now = trio.current_time()
         group = self.groups.get(gid)
         epoch, member_id = req.member_epoch, req.member_id
@@ -181,24 +197,34 @@ class ShareGroupCoordinator:
             m = group.members.get(member_id)
             if m is None:
                 if len(group.members) >= self.max_size:
-                    return {"error": ErrorCode.GROUP_MAX_SIZE_REACHED,
-                            "message": f"share group {gid} has {len(group.members)} members "
-                                       f"(group.share.max.size={self.max_size})"}
+                    return {
+                        "error": ErrorCode.GROUP_MAX_SIZE_REACHED,
+                        "message": f"share group {gid} has {len(group.members)} members "
+                        f"(group.share.max.size={self.max_size})",
+                    }
                 m = group.members[member_id] = ShareMember(member_id, req.rack_id, client_id, client_host)
                 self._bump(group, f"member {member_id} joined")
             m.last_sent = None
         elif epoch == -1:
             if group is None or member_id not in group.members:
-                return {"error": ErrorCode.UNKNOWN_MEMBER_ID, "message": f"member {member_id} is not in share group {gid}"}
+                return {
+                    "error": ErrorCode.UNKNOWN_MEMBER_ID,
+                    "message": f"member {member_id} is not in share group {gid}",
+                }
             self._remove(group, member_id, "left the group")
             return {"error": ErrorCode.NONE, "member_id": member_id, "member_epoch": -1}
         else:
             m = group.members.get(member_id) if group is not None else None
             if m is None:
-                return {"error": ErrorCode.UNKNOWN_MEMBER_ID, "message": f"member {member_id} is not in share group {gid}"}
+                return {
+                    "error": ErrorCode.UNKNOWN_MEMBER_ID,
+                    "message": f"member {member_id} is not in share group {gid}",
+                }
             if epoch > m.member_epoch or epoch < 0:
-                return {"error": ErrorCode.FENCED_MEMBER_EPOCH,
-                        "message": f"member {member_id} sent epoch {epoch}, its epoch is {m.member_epoch}"}
+                return {
+                    "error": ErrorCode.FENCED_MEMBER_EPOCH,
+                    "message": f"member {member_id} sent epoch {epoch}, its epoch is {m.member_epoch}",
+                }
         assert group is not None
         if req.subscribed_topic_names is not None and sorted(req.subscribed_topic_names) != sorted(m.subscribed_topics):
             m.subscribed_topics = sorted(set(req.subscribed_topic_names))
@@ -206,14 +232,21 @@ class ShareGroupCoordinator:
         if req.rack_id is not None:
             m.rack_id = req.rack_id
         m.session_deadline = now + self.session_timeout_ms(gid) / 1000
-        if self._subscribed_partitions(group) != group.subscription_metadata and group.assignment_epoch >= group.group_epoch:
+        if (
+            self._subscribed_partitions(group) != group.subscription_metadata
+            and group.assignment_epoch >= group.group_epoch
+        ):
             self._bump(group, "subscribed topics changed")
         self._compute_target(group)
         m.assigned = group.target.get(member_id, frozenset())
         m.member_epoch = group.assignment_epoch
         owner.wake()
-        out = {"error": ErrorCode.NONE, "member_id": member_id, "member_epoch": m.member_epoch,
-               "heartbeat_interval_ms": self.heartbeat_interval_ms(gid)}
+        out = {
+            "error": ErrorCode.NONE,
+            "member_id": member_id,
+            "member_epoch": m.member_epoch,
+            "heartbeat_interval_ms": self.heartbeat_interval_ms(gid),
+        }
         if m.last_sent != m.assigned:
             m.last_sent = m.assigned
             out["assignment"] = m.assigned
@@ -228,8 +261,11 @@ class ShareGroupCoordinator:
         for g in list(self.groups.values()):
             for m in list(g.members.values()):
                 if m.session_deadline <= now:
-                    self._remove(g, m.member_id,
-                                 f"no heartbeat for share.session.timeout.ms={self.session_timeout_ms(g.group_id)}")
+                    self._remove(
+                        g,
+                        m.member_id,
+                        f"no heartbeat for share.session.timeout.ms={self.session_timeout_ms(g.group_id)}",
+                    )
 
     def unload(self, group_ids: list[str]) -> None:
         for g in group_ids:

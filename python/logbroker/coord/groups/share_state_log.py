@@ -59,6 +59,7 @@ class StateBatch:
 @dataclasses.dataclass
 class ShareState:
     """The persisted state of one share-partition (a snapshot)."""
+
     snapshot_epoch: int
     state_epoch: int
     leader_epoch: int
@@ -106,8 +107,9 @@ def _write_batches(w: FieldWriter, batches: list[StateBatch]) -> None:
     w.array_len(len(batches), "StateBatches", True)
     for b in batches:
         if b.delivery_state not in DELIVERY_STATES:
-            raise ShareStateLogError(f"{w.what}: bad DeliveryState {b.delivery_state} in batch "
-                                     f"{b.first_offset}-{b.last_offset}")
+            raise ShareStateLogError(
+                f"{w.what}: bad DeliveryState {b.delivery_state} in batch {b.first_offset}-{b.last_offset}"
+            )
         w.i64(b.first_offset, "FirstOffset").i64(b.last_offset, "LastOffset")
         w.i8(b.delivery_state, "DeliveryState").i16(b.delivery_count, "DeliveryCount").uvarint(0)
 
@@ -129,8 +131,12 @@ def _read_batches(r: FieldReader) -> list[StateBatch]:
 def _complete_count_tags(w: FieldWriter, count: int) -> None:
     tags = []
     if count != -1:
-        tags.append((_TAG_DELIVERY_COMPLETE_COUNT, bytes(FieldWriter(w.what, ShareStateLogError)
-                                                         .i32(count, "DeliveryCompleteCount").b)))
+        tags.append(
+            (
+                _TAG_DELIVERY_COMPLETE_COUNT,
+                bytes(FieldWriter(w.what, ShareStateLogError).i32(count, "DeliveryCompleteCount").b),
+            )
+        )
     w.tagged_fields(tags)
 
 
@@ -138,7 +144,9 @@ def _complete_count(r: FieldReader) -> int:
     count = -1
     for tag, data in r.tagged_fields(r.what).items():
         if tag == _TAG_DELIVERY_COMPLETE_COUNT:
-            count = FieldReader(data, f"{r.what} DeliveryCompleteCount", ShareStateLogError).i32("DeliveryCompleteCount")
+            count = FieldReader(data, f"{r.what} DeliveryCompleteCount", ShareStateLogError).i32(
+                "DeliveryCompleteCount"
+            )
     return count
 
 
@@ -156,8 +164,15 @@ def parse_snapshot_value(value: bytes) -> ShareState:
     version = r.i16("value version")
     if version != _VALUE_VERSION:
         raise ShareStateLogError(f"ShareSnapshotValue: unknown version {version}")
-    s = ShareState(r.i32("SnapshotEpoch"), r.i32("StateEpoch"), r.i32("LeaderEpoch"), r.i64("StartOffset"),
-                   r.i64("CreateTimestamp"), r.i64("WriteTimestamp"), _read_batches(r))
+    s = ShareState(
+        r.i32("SnapshotEpoch"),
+        r.i32("StateEpoch"),
+        r.i32("LeaderEpoch"),
+        r.i64("StartOffset"),
+        r.i64("CreateTimestamp"),
+        r.i64("WriteTimestamp"),
+        _read_batches(r),
+    )
     s.delivery_complete_count = _complete_count(r)
     r.end()
     return s
@@ -206,8 +221,12 @@ def combine(old: list[StateBatch], new: list[StateBatch], start_offset: int) -> 
             continue
         if b.first_offset < start_offset:
             b = dataclasses.replace(b, first_offset=start_offset)
-        if (out and out[-1].last_offset + 1 == b.first_offset and out[-1].delivery_state == b.delivery_state
-                and out[-1].delivery_count == b.delivery_count):
+        if (
+            out
+            and out[-1].last_offset + 1 == b.first_offset
+            and out[-1].delivery_state == b.delivery_state
+            and out[-1].delivery_count == b.delivery_count
+        ):
             out[-1] = dataclasses.replace(out[-1], last_offset=b.last_offset)
         else:
             out.append(b)

@@ -24,8 +24,8 @@ import trio
 
 from logbroker import _core
 from logbroker.clock import now_ms
-from logbroker.coord.metadata.control import ControllerError
 from logbroker.coord.groups.offsets_topic import partition_for
+from logbroker.coord.metadata.control import ControllerError
 from logbroker.log_format import fields
 from logbroker.protocol import ErrorCode
 
@@ -50,8 +50,11 @@ def coordinator_state(replicas, image, node_id: int, topic: str, index: int, loa
     if part is None or not part.is_leader:
         t = image.topics.get(topic)
         ps = None if t is None else t.partitions.get(index)
-        return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if ps is not None and ps.leader == node_id \
+        return (
+            ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+            if ps is not None and ps.leader == node_id
             else ErrorCode.NOT_COORDINATOR
+        )
     return ErrorCode.NONE if index in loaded else ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
 
 
@@ -70,7 +73,9 @@ class StateTopic:
         if self.topic not in self.controller.image.topics:
             try:
                 await self.controller.create_topic(
-                    self.topic, num_partitions, replication_factor,
+                    self.topic,
+                    num_partitions,
+                    replication_factor,
                     configs={
                         "cleanup.policy": "compact",
                         "min.insync.replicas": str(min(replication_factor, min_isr)),
@@ -104,8 +109,11 @@ class StateTopic:
         """(partitions no longer led at their loaded epoch, which are forgotten here; partitions
         led at an epoch not loaded yet -> that epoch)."""
         topic = image.topics.get(self.topic)
-        led = {} if topic is None else {p: ps.leader_epoch for p, ps in topic.partitions.items()
-                                         if ps.leader == self.node_id}
+        led = (
+            {}
+            if topic is None
+            else {p: ps.leader_epoch for p, ps in topic.partitions.items() if ps.leader == self.node_id}
+        )
         if topic is not None:
             self.num_partitions = len(topic.partitions)
         lost = [p for p in self.loaded if led.get(p) != self.loaded[p]]
@@ -139,14 +147,23 @@ class StateTopic:
             try:
                 result = await trio.to_thread.run_sync(part.log.append_as_leader, batch, epoch, now_ms())
             except (_core.LogBrokerError, OSError) as e:
-                log.error("writing %s to %s-%d failed: %s", what, self.topic, index, e,
-                          extra=fields(topic=self.topic, partition=index))
-                raise StateTopicError(ErrorCode.COORDINATOR_NOT_AVAILABLE,
-                                      f"writing {what} to {self.topic}-{index} failed: {e}") from None
+                log.error(
+                    "writing %s to %s-%d failed: %s",
+                    what,
+                    self.topic,
+                    index,
+                    e,
+                    extra=fields(topic=self.topic, partition=index),
+                )
+                raise StateTopicError(
+                    ErrorCode.COORDINATOR_NOT_AVAILABLE, f"writing {what} to {self.topic}-{index} failed: {e}"
+                ) from None
             part.maybe_increment_hw()
         if not await part.wait_for_hw(result.last_offset + 1, trio.current_time() + WRITE_TIMEOUT_S):
-            raise StateTopicError(ErrorCode.COORDINATOR_NOT_AVAILABLE,
-                                  f"{self.topic}-{index}: HW did not reach {result.last_offset + 1} within "
-                                  f"{WRITE_TIMEOUT_S:.0f} s ({what})")
+            raise StateTopicError(
+                ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                f"{self.topic}-{index}: HW did not reach {result.last_offset + 1} within "
+                f"{WRITE_TIMEOUT_S:.0f} s ({what})",
+            )
         if self.loaded.get(index) != epoch:
             raise StateTopicError(ErrorCode.NOT_COORDINATOR, f"lost leadership of {self.topic}-{index} ({what})")

@@ -61,7 +61,6 @@ import trio
 
 from logbroker.clock import now_ms
 from logbroker.coord.broker_channel import BrokerChannel, BrokerUnreachable
-from logbroker.coord.peer_security import inter_broker_security
 from logbroker.coord.groups.offsets_topic import OFFSETS_TOPIC
 from logbroker.coord.groups.state_topic import WRITE_TIMEOUT_S, StateTopic, StateTopicError
 from logbroker.coord.groups.transaction_log import (
@@ -75,6 +74,7 @@ from logbroker.coord.groups.transaction_log import (
     txn_value,
 )
 from logbroker.coord.groups.transaction_markers import write_markers
+from logbroker.coord.peer_security import inter_broker_security
 from logbroker.log_format import fields
 from logbroker.protocol import REQUESTS, ErrorCode
 
@@ -113,18 +113,33 @@ class TxnMetadata:
         for t, p in self.partitions:
             parts[t].append(p)
         return TxnLogValue(
-            producer_id=self.producer_id, producer_epoch=self.producer_epoch, timeout_ms=self.timeout_ms,
-            status=self.status, partitions={t: sorted(ps) for t, ps in parts.items()},
-            last_update_ms=self.last_update_ms, start_ms=self.start_ms,
-            previous_producer_id=self.previous_producer_id, next_producer_id=self.next_producer_id,
+            producer_id=self.producer_id,
+            producer_epoch=self.producer_epoch,
+            timeout_ms=self.timeout_ms,
+            status=self.status,
+            partitions={t: sorted(ps) for t, ps in parts.items()},
+            last_update_ms=self.last_update_ms,
+            start_ms=self.start_ms,
+            previous_producer_id=self.previous_producer_id,
+            next_producer_id=self.next_producer_id,
             client_transaction_version=self.client_transaction_version,
         )
 
     @classmethod
     def from_value(cls, txn_id: str, v: TxnLogValue) -> TxnMetadata:
-        return cls(txn_id, v.producer_id, v.producer_epoch, v.timeout_ms, v.status,
-                   {(t, p) for t, ps in v.partitions.items() for p in ps}, v.start_ms, v.last_update_ms,
-                   v.previous_producer_id, v.next_producer_id, v.client_transaction_version)
+        return cls(
+            txn_id,
+            v.producer_id,
+            v.producer_epoch,
+            v.timeout_ms,
+            v.status,
+            {(t, p) for t, ps in v.partitions.items() for p in ps},
+            v.start_ms,
+            v.last_update_ms,
+            v.previous_producer_id,
+            v.next_producer_id,
+            v.client_transaction_version,
+        )
 
     @property
     def v2(self) -> bool:
@@ -144,8 +159,13 @@ class TransactionCoordinator:
         self.controller = controller
         self.groups = groups
         self.node_id = config.node_id
-        self.state_topic = StateTopic(TRANSACTION_STATE_TOPIC, self.node_id, replicas, controller,
-                                      config.get_int("transaction.state.log.num.partitions"))
+        self.state_topic = StateTopic(
+            TRANSACTION_STATE_TOPIC,
+            self.node_id,
+            replicas,
+            controller,
+            config.get_int("transaction.state.log.num.partitions"),
+        )
         self.max_timeout_ms = config.get_int("transaction.max.timeout.ms")
         self.cleanup_interval_s = config.get_int("transaction.abort.timed.out.transaction.cleanup.interval.ms") / 1000
         self.expiration_ms = config.get_int("transactional.id.expiration.ms")
@@ -165,10 +185,12 @@ class TransactionCoordinator:
 
     async def ensure_state_topic(self) -> None:
         c = self.config
-        await self.state_topic.ensure(c.get_int("transaction.state.log.num.partitions"),
-                                      c.get_int("transaction.state.log.replication.factor"),
-                                      c.get_int("transaction.state.log.min.isr"),
-                                      c.get_int("transaction.state.log.segment.bytes"))
+        await self.state_topic.ensure(
+            c.get_int("transaction.state.log.num.partitions"),
+            c.get_int("transaction.state.log.replication.factor"),
+            c.get_int("transaction.state.log.min.isr"),
+            c.get_int("transaction.state.log.segment.bytes"),
+        )
 
     @property
     def num_partitions(self) -> int:
@@ -196,8 +218,13 @@ class TransactionCoordinator:
             dropped = [t for t in self.txns if self.partition_of(t) in gone]
             for t in dropped:
                 del self.txns[t]
-            log.info("no longer transaction coordinator for %s partition(s) %s: %d transactional id(s) unloaded",
-                     TRANSACTION_STATE_TOPIC, sorted(lost), len(dropped), extra=fields(topic=TRANSACTION_STATE_TOPIC))
+            log.info(
+                "no longer transaction coordinator for %s partition(s) %s: %d transactional id(s) unloaded",
+                TRANSACTION_STATE_TOPIC,
+                sorted(lost),
+                len(dropped),
+                extra=fields(topic=TRANSACTION_STATE_TOPIC),
+            )
         if gained:
             await self._load(gained)
 
@@ -210,8 +237,14 @@ class TransactionCoordinator:
                     txn_id = parse_txn_key(key or b"")
                     found[txn_id] = None if value is None else TxnMetadata.from_value(txn_id, parse_txn_value(value))
                 except TransactionLogError as e:
-                    log.error("%s-%d offset %d: skipping unreadable record: %s", TRANSACTION_STATE_TOPIC, index, offset, e,
-                              extra=fields(topic=TRANSACTION_STATE_TOPIC, partition=index, offset=offset))
+                    log.error(
+                        "%s-%d offset %d: skipping unreadable record: %s",
+                        TRANSACTION_STATE_TOPIC,
+                        index,
+                        offset,
+                        e,
+                        extra=fields(topic=TRANSACTION_STATE_TOPIC, partition=index, offset=offset),
+                    )
         for txn_id, meta in found.items():
             if meta is None:
                 self.txns.pop(txn_id, None)
@@ -223,9 +256,15 @@ class TransactionCoordinator:
             if meta is not None and meta.status in (TxnStatus.PREPARE_COMMIT, TxnStatus.PREPARE_ABORT):
                 self._start_completion(txn_id)
                 resumed += 1
-        log.info("transaction coordinator for %s partition(s) %s: %d transactional id(s) loaded, "
-                 "%d transaction(s) being completed", TRANSACTION_STATE_TOPIC, sorted(epochs),
-                 sum(m is not None for m in found.values()), resumed, extra=fields(topic=TRANSACTION_STATE_TOPIC))
+        log.info(
+            "transaction coordinator for %s partition(s) %s: %d transactional id(s) loaded, "
+            "%d transaction(s) being completed",
+            TRANSACTION_STATE_TOPIC,
+            sorted(epochs),
+            sum(m is not None for m in found.values()),
+            resumed,
+            extra=fields(topic=TRANSACTION_STATE_TOPIC),
+        )
 
     # --- persistence ---------------------------------------------------------------------
 
@@ -233,8 +272,12 @@ class TransactionCoordinator:
         """Append `new` for its id and wait for the HW; then it becomes the state."""
         txn_id = new.transactional_id
         try:
-            await self.state_topic.append(self.partition_of(txn_id), txn_key(txn_id), txn_value(new.to_value()),
-                                          f"the state of transactional id {txn_id!r}")
+            await self.state_topic.append(
+                self.partition_of(txn_id),
+                txn_key(txn_id),
+                txn_value(new.to_value()),
+                f"the state of transactional id {txn_id!r}",
+            )
         except StateTopicError as e:
             raise TxnError(e.code, str(e)) from None
         self.txns[txn_id] = new
@@ -246,79 +289,117 @@ class TransactionCoordinator:
         self.check_coordinator(txn_id)
         meta = self.txns.get(txn_id)
         if meta is None or meta.producer_id != producer_id:
-            raise TxnError(ErrorCode.INVALID_PRODUCER_ID_MAPPING,
-                           f"transactional id {txn_id!r} is not mapped to producer id {producer_id}")
+            raise TxnError(
+                ErrorCode.INVALID_PRODUCER_ID_MAPPING,
+                f"transactional id {txn_id!r} is not mapped to producer id {producer_id}",
+            )
         if meta.producer_epoch != producer_epoch:
-            raise TxnError(ErrorCode.PRODUCER_FENCED,
-                           f"transactional id {txn_id!r}: producer epoch {producer_epoch} is not the current "
-                           f"epoch {meta.producer_epoch} (a newer producer was initialised, or the transaction "
-                           f"timed out)")
+            raise TxnError(
+                ErrorCode.PRODUCER_FENCED,
+                f"transactional id {txn_id!r}: producer epoch {producer_epoch} is not the current "
+                f"epoch {meta.producer_epoch} (a newer producer was initialised, or the transaction "
+                f"timed out)",
+            )
         if meta.status in (TxnStatus.PREPARE_COMMIT, TxnStatus.PREPARE_ABORT):
-            raise TxnError(ErrorCode.CONCURRENT_TRANSACTIONS,
-                           f"transactional id {txn_id!r}: the previous transaction is still completing")
+            raise TxnError(
+                ErrorCode.CONCURRENT_TRANSACTIONS,
+                f"transactional id {txn_id!r}: the previous transaction is still completing",
+            )
         return meta
 
-    async def init_producer_id(self, txn_id: str, timeout_ms: int, producer_id: int, producer_epoch: int
-                               ) -> tuple[int, int]:
+    async def init_producer_id(
+        self, txn_id: str, timeout_ms: int, producer_id: int, producer_epoch: int
+    ) -> tuple[int, int]:
         self.check_coordinator(txn_id)
         if not 0 < timeout_ms <= self.max_timeout_ms:
-            raise TxnError(ErrorCode.INVALID_TRANSACTION_TIMEOUT,
-                           f"transaction.timeout.ms={timeout_ms} is outside (0, transaction.max.timeout.ms="
-                           f"{self.max_timeout_ms}]")
+            raise TxnError(
+                ErrorCode.INVALID_TRANSACTION_TIMEOUT,
+                f"transaction.timeout.ms={timeout_ms} is outside (0, transaction.max.timeout.ms={self.max_timeout_ms}]",
+            )
         meta = self.txns.get(txn_id)
         if meta is None:
             pid = await self.controller.allocate_producer_id()
-            meta = self.txns.setdefault(txn_id, TxnMetadata(txn_id, pid, -1, timeout_ms, TxnStatus.EMPTY, set(), -1,
-                                                            now_ms()))
+            meta = self.txns.setdefault(
+                txn_id, TxnMetadata(txn_id, pid, -1, timeout_ms, TxnStatus.EMPTY, set(), -1, now_ms())
+            )
         async with meta.lock:
             meta = self.txns.get(txn_id, meta)
             if producer_id >= 0 and (producer_id, producer_epoch) != (meta.producer_id, meta.producer_epoch):
-                raise TxnError(ErrorCode.PRODUCER_FENCED,
-                               f"transactional id {txn_id!r}: producer {producer_id} epoch {producer_epoch} is not "
-                               f"the current producer {meta.producer_id} epoch {meta.producer_epoch}")
+                raise TxnError(
+                    ErrorCode.PRODUCER_FENCED,
+                    f"transactional id {txn_id!r}: producer {producer_id} epoch {producer_epoch} is not "
+                    f"the current producer {meta.producer_id} epoch {meta.producer_epoch}",
+                )
             if meta.status in (TxnStatus.PREPARE_COMMIT, TxnStatus.PREPARE_ABORT):
-                raise TxnError(ErrorCode.CONCURRENT_TRANSACTIONS,
-                               f"transactional id {txn_id!r}: a transaction is completing")
+                raise TxnError(
+                    ErrorCode.CONCURRENT_TRANSACTIONS, f"transactional id {txn_id!r}: a transaction is completing"
+                )
             if meta.status == TxnStatus.ONGOING:
                 # fence the old producer: abort its transaction under a higher epoch
                 await self._abort_with_bump(meta, "a new producer initialised the transactional id")
-                raise TxnError(ErrorCode.CONCURRENT_TRANSACTIONS,
-                               f"transactional id {txn_id!r}: aborting the open transaction of the fenced producer")
+                raise TxnError(
+                    ErrorCode.CONCURRENT_TRANSACTIONS,
+                    f"transactional id {txn_id!r}: aborting the open transaction of the fenced producer",
+                )
             pid, epoch, prev = meta.producer_id, meta.producer_epoch + 1, meta.previous_producer_id
             if epoch >= MAX_EPOCH:
                 prev, pid, epoch = meta.producer_id, await self.controller.allocate_producer_id(), 0
-            new = meta.changed(producer_id=pid, producer_epoch=epoch, previous_producer_id=prev, timeout_ms=timeout_ms,
-                               status=TxnStatus.EMPTY, partitions=set(), start_ms=-1)
+            new = meta.changed(
+                producer_id=pid,
+                producer_epoch=epoch,
+                previous_producer_id=prev,
+                timeout_ms=timeout_ms,
+                status=TxnStatus.EMPTY,
+                partitions=set(),
+                start_ms=-1,
+            )
             await self._write(new)
-            log.info("transactional id %r: producer id %d epoch %d", txn_id, pid, epoch,
-                     extra=fields(transactional_id=txn_id, producer_id=pid))
+            log.info(
+                "transactional id %r: producer id %d epoch %d",
+                txn_id,
+                pid,
+                epoch,
+                extra=fields(transactional_id=txn_id, producer_id=pid),
+            )
             return pid, epoch
 
-    async def add_partitions(self, txn_id: str, producer_id: int, producer_epoch: int,
-                             partitions: list[tuple[str, int]], v2: bool = False) -> dict[tuple[str, int], int]:
+    async def add_partitions(
+        self, txn_id: str, producer_id: int, producer_epoch: int, partitions: list[tuple[str, int]], v2: bool = False
+    ) -> dict[tuple[str, int], int]:
         """Error code per partition (all NONE, or the failing ones with their code and the
         rest OPERATION_NOT_ATTEMPTED). `v2`: added by a broker for a transactions-v2 producer."""
         meta = self._current(txn_id, producer_id, producer_epoch)
         image = self.controller.image
-        unknown = [(t, p) for t, p in partitions
-                   if t not in image.topics or p not in image.topics[t].partitions]
+        unknown = [(t, p) for t, p in partitions if t not in image.topics or p not in image.topics[t].partitions]
         if unknown:
-            return {tp: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown else ErrorCode.OPERATION_NOT_ATTEMPTED
-                    for tp in partitions}
+            return {
+                tp: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown else ErrorCode.OPERATION_NOT_ATTEMPTED
+                for tp in partitions
+            }
         async with meta.lock:
             meta = self._current(txn_id, producer_id, producer_epoch)
             wanted = set(partitions)
             version = 2 if v2 else 0
-            if meta.status == TxnStatus.ONGOING and wanted <= meta.partitions and \
-                    meta.client_transaction_version == version:
+            if (
+                meta.status == TxnStatus.ONGOING
+                and wanted <= meta.partitions
+                and meta.client_transaction_version == version
+            ):
                 return {tp: ErrorCode.NONE for tp in partitions}
             start = meta.start_ms if meta.status == TxnStatus.ONGOING else now_ms()
-            await self._write(meta.changed(status=TxnStatus.ONGOING, partitions=meta.partitions | wanted,
-                                           start_ms=start, client_transaction_version=version))
+            await self._write(
+                meta.changed(
+                    status=TxnStatus.ONGOING,
+                    partitions=meta.partitions | wanted,
+                    start_ms=start,
+                    client_transaction_version=version,
+                )
+            )
         return {tp: ErrorCode.NONE for tp in partitions}
 
-    def verify_partitions(self, txn_id: str, producer_id: int, producer_epoch: int,
-                          partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+    def verify_partitions(
+        self, txn_id: str, producer_id: int, producer_epoch: int, partitions: list[tuple[str, int]]
+    ) -> dict[tuple[str, int], int]:
         """KIP-890 part 1 (AddPartitionsToTxn VerifyOnly): NONE for each partition in the open
         transaction of this producer and epoch, TRANSACTION_ABORTABLE for the others."""
         meta = self._current(txn_id, producer_id, producer_epoch)
@@ -335,8 +416,9 @@ class TransactionCoordinator:
         if code != ErrorCode.NONE:
             raise TxnError(code, f"adding {OFFSETS_TOPIC}-{index} (group {group_id!r}) to the transaction failed")
 
-    async def end_txn(self, txn_id: str, producer_id: int, producer_epoch: int, commit: bool,
-                      v2: bool = False) -> tuple[int, int]:
+    async def end_txn(
+        self, txn_id: str, producer_id: int, producer_epoch: int, commit: bool, v2: bool = False
+    ) -> tuple[int, int]:
         """Ends the open transaction; the producer id and epoch for the producer's next
         transaction (`v2`: EndTxn v5, bumped; otherwise unchanged)."""
         if not v2:
@@ -357,16 +439,22 @@ class TransactionCoordinator:
             if meta.status != TxnStatus.ONGOING:
                 if meta.status == done or (meta.status == TxnStatus.EMPTY and not commit):
                     return producer_id, producer_epoch  # a retry of an EndTxn that completed, or aborting nothing
-                raise TxnError(ErrorCode.INVALID_TXN_STATE,
-                               f"transactional id {txn_id!r}: EndTxn({'commit' if commit else 'abort'}) in state "
-                               f"{meta.status.kafka_name}")
-            await self._write(meta.changed(status=TxnStatus.PREPARE_COMMIT if commit else TxnStatus.PREPARE_ABORT,
-                                           client_transaction_version=0))
+                raise TxnError(
+                    ErrorCode.INVALID_TXN_STATE,
+                    f"transactional id {txn_id!r}: EndTxn({'commit' if commit else 'abort'}) in state "
+                    f"{meta.status.kafka_name}",
+                )
+            await self._write(
+                meta.changed(
+                    status=TxnStatus.PREPARE_COMMIT if commit else TxnStatus.PREPARE_ABORT, client_transaction_version=0
+                )
+            )
         self._start_completion(txn_id)
         return producer_id, producer_epoch
 
-    async def _end_txn_v2(self, meta: TxnMetadata, producer_id: int, producer_epoch: int,
-                          commit: bool) -> tuple[int, int]:
+    async def _end_txn_v2(
+        self, meta: TxnMetadata, producer_id: int, producer_epoch: int, commit: bool
+    ) -> tuple[int, int]:
         """Under the id's lock: EndTxn v5 (see the module doc)."""
         txn_id, what = meta.transactional_id, "commit" if commit else "abort"
         done = TxnStatus.COMPLETE_COMMIT if commit else TxnStatus.COMPLETE_ABORT
@@ -374,37 +462,53 @@ class TransactionCoordinator:
         # exhausted epoch, the new producer id at epoch 0).
         retry = meta.v2 and (
             (meta.producer_id == producer_id and meta.producer_epoch == producer_epoch + 1)
-            or (meta.previous_producer_id == producer_id and producer_epoch == MAX_EPOCH - 1
-                and meta.producer_epoch == 0))
+            or (
+                meta.previous_producer_id == producer_id
+                and producer_epoch == MAX_EPOCH - 1
+                and meta.producer_epoch == 0
+            )
+        )
         if meta.producer_id != producer_id and not retry:
-            raise TxnError(ErrorCode.INVALID_PRODUCER_ID_MAPPING,
-                           f"transactional id {txn_id!r} is not mapped to producer id {producer_id}")
+            raise TxnError(
+                ErrorCode.INVALID_PRODUCER_ID_MAPPING,
+                f"transactional id {txn_id!r} is not mapped to producer id {producer_id}",
+            )
         if meta.status in (TxnStatus.PREPARE_COMMIT, TxnStatus.PREPARE_ABORT):
             # markers in flight (checked before the epoch: an empty abort right after a commit
             # carries the new epoch and must wait, not be fenced; KAFKA-18464)
             if retry and meta.status != (TxnStatus.PREPARE_COMMIT if commit else TxnStatus.PREPARE_ABORT):
-                raise TxnError(ErrorCode.INVALID_TXN_STATE,
-                               f"transactional id {txn_id!r}: EndTxn({what}) retried while {meta.status.kafka_name}")
-            raise TxnError(ErrorCode.CONCURRENT_TRANSACTIONS,
-                           f"transactional id {txn_id!r}: the previous transaction is still completing")
+                raise TxnError(
+                    ErrorCode.INVALID_TXN_STATE,
+                    f"transactional id {txn_id!r}: EndTxn({what}) retried while {meta.status.kafka_name}",
+                )
+            raise TxnError(
+                ErrorCode.CONCURRENT_TRANSACTIONS,
+                f"transactional id {txn_id!r}: the previous transaction is still completing",
+            )
         if retry and meta.status in (TxnStatus.COMPLETE_COMMIT, TxnStatus.COMPLETE_ABORT):
             if meta.status != done:
-                raise TxnError(ErrorCode.INVALID_TXN_STATE,
-                               f"transactional id {txn_id!r}: EndTxn({what}) retried after {meta.status.kafka_name}")
+                raise TxnError(
+                    ErrorCode.INVALID_TXN_STATE,
+                    f"transactional id {txn_id!r}: EndTxn({what}) retried after {meta.status.kafka_name}",
+                )
             return meta.producer_id, meta.producer_epoch
         if producer_epoch != meta.producer_epoch:
-            raise TxnError(ErrorCode.PRODUCER_FENCED,
-                           f"transactional id {txn_id!r}: producer epoch {producer_epoch} is not the current epoch "
-                           f"{meta.producer_epoch}")
+            raise TxnError(
+                ErrorCode.PRODUCER_FENCED,
+                f"transactional id {txn_id!r}: producer epoch {producer_epoch} is not the current epoch "
+                f"{meta.producer_epoch}",
+            )
         if meta.status != TxnStatus.ONGOING and commit:
-            raise TxnError(ErrorCode.INVALID_TXN_STATE,
-                           f"transactional id {txn_id!r}: EndTxn(commit) with no open transaction "
-                           f"({meta.status.kafka_name})")
+            raise TxnError(
+                ErrorCode.INVALID_TXN_STATE,
+                f"transactional id {txn_id!r}: EndTxn(commit) with no open transaction ({meta.status.kafka_name})",
+            )
         next_pid = -1
         if meta.producer_epoch >= MAX_EPOCH - 1:
             next_pid = await self.controller.allocate_producer_id()
-        bumped = meta.changed(producer_epoch=meta.producer_epoch + 1, next_producer_id=next_pid,
-                              client_transaction_version=2)
+        bumped = meta.changed(
+            producer_epoch=meta.producer_epoch + 1, next_producer_id=next_pid, client_transaction_version=2
+        )
         if meta.status != TxnStatus.ONGOING:
             # an empty abort: nothing to mark; the epoch moves on all the same
             new = self._next_producer(bumped.changed(status=TxnStatus.COMPLETE_ABORT, partitions=set(), start_ms=-1))
@@ -421,15 +525,24 @@ class TransactionCoordinator:
         """A completed state moves to its NextProducerId (epoch 0) when one was allocated."""
         if meta.next_producer_id < 0:
             return meta
-        return meta.changed(previous_producer_id=meta.producer_id, producer_id=meta.next_producer_id,
-                            producer_epoch=0, next_producer_id=-1)
+        return meta.changed(
+            previous_producer_id=meta.producer_id,
+            producer_id=meta.next_producer_id,
+            producer_epoch=0,
+            next_producer_id=-1,
+        )
 
     async def _abort_with_bump(self, meta: TxnMetadata, reason: str) -> None:
         """Under the id's lock: abort the open transaction with epoch + 1 (fencing)."""
         epoch = min(meta.producer_epoch + 1, MAX_EPOCH - 1)
-        log.info("transactional id %r: aborting the transaction of producer %d epoch %d (%s)",
-                 meta.transactional_id, meta.producer_id, meta.producer_epoch, reason,
-                 extra=fields(transactional_id=meta.transactional_id, producer_id=meta.producer_id))
+        log.info(
+            "transactional id %r: aborting the transaction of producer %d epoch %d (%s)",
+            meta.transactional_id,
+            meta.producer_id,
+            meta.producer_epoch,
+            reason,
+            extra=fields(transactional_id=meta.transactional_id, producer_id=meta.producer_id),
+        )
         await self._write(meta.changed(status=TxnStatus.PREPARE_ABORT, producer_epoch=epoch))
         self._start_completion(meta.transactional_id)
 
@@ -505,30 +618,46 @@ class TransactionCoordinator:
                     if code == ErrorCode.NONE:
                         pending.discard(tp)
                     elif code == ErrorCode.TRANSACTION_COORDINATOR_FENCED:
-                        log.warning("transactional id %r: markers refused by %s-%d: a newer coordinator wrote "
-                                    "there; stopping", txn_id, *tp,
-                                    extra=fields(transactional_id=txn_id, topic=tp[0], partition=tp[1]))
+                        log.warning(
+                            "transactional id %r: markers refused by %s-%d: a newer coordinator wrote there; stopping",
+                            txn_id,
+                            *tp,
+                            extra=fields(transactional_id=txn_id, topic=tp[0], partition=tp[1]),
+                        )
                         return
             if pending:
                 attempts += 1
                 if attempts % 50 == 0:
-                    log.warning("transactional id %r: %s markers still pending on %s after %d attempts", txn_id,
-                                "COMMIT" if commit else "ABORT", sorted(pending), attempts,
-                                extra=fields(transactional_id=txn_id))
+                    log.warning(
+                        "transactional id %r: %s markers still pending on %s after %d attempts",
+                        txn_id,
+                        "COMMIT" if commit else "ABORT",
+                        sorted(pending),
+                        attempts,
+                        extra=fields(transactional_id=txn_id),
+                    )
                 await trio.sleep(MARKER_BACKOFF_S)
         async with meta.lock:
             if self.txns.get(txn_id) is not meta:
                 return
             done = TxnStatus.COMPLETE_COMMIT if commit else TxnStatus.COMPLETE_ABORT
             await self._write(self._next_producer(meta.changed(status=done, partitions=set())))
-        log.debug("transactional id %r: producer %d epoch %d %s", txn_id, meta.producer_id, meta.producer_epoch,
-                  done.kafka_name, extra=fields(transactional_id=txn_id, producer_id=meta.producer_id))
+        log.debug(
+            "transactional id %r: producer %d epoch %d %s",
+            txn_id,
+            meta.producer_id,
+            meta.producer_epoch,
+            done.kafka_name,
+            extra=fields(transactional_id=txn_id, producer_id=meta.producer_id),
+        )
 
-    async def _send_markers(self, leader: int, image, meta: TxnMetadata, commit: bool, coordinator_epoch: int,
-                            parts: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+    async def _send_markers(
+        self, leader: int, image, meta: TxnMetadata, commit: bool, coordinator_epoch: int, parts: list[tuple[str, int]]
+    ) -> dict[tuple[str, int], int]:
         if leader == self.node_id:
-            return await write_markers(self.replicas, self.groups, meta.producer_id, meta.producer_epoch, commit,
-                                       coordinator_epoch, parts)
+            return await write_markers(
+                self.replicas, self.groups, meta.producer_id, meta.producer_epoch, commit, coordinator_epoch, parts
+            )
         broker = image.brokers.get(leader)
         if leader < 0 or broker is None or broker.fenced:
             return {}
@@ -536,16 +665,28 @@ class TransactionCoordinator:
         topics: dict[str, list[int]] = defaultdict(list)
         for t, p in parts:
             topics[t].append(p)
-        body = Req(markers=[Req.WritableTxnMarker(
-            producer_id=meta.producer_id, producer_epoch=meta.producer_epoch, transaction_result=commit,
-            topics=[Req.WritableTxnMarkerTopic(name=t, partition_indexes=ps) for t, ps in topics.items()],
-            coordinator_epoch=coordinator_epoch)])
+        body = Req(
+            markers=[
+                Req.WritableTxnMarker(
+                    producer_id=meta.producer_id,
+                    producer_epoch=meta.producer_epoch,
+                    transaction_result=commit,
+                    topics=[Req.WritableTxnMarkerTopic(name=t, partition_indexes=ps) for t, ps in topics.items()],
+                    coordinator_epoch=coordinator_epoch,
+                )
+            ]
+        )
         try:
-            resp = await self._channel.request(leader, (broker.host, broker.port), WRITE_TXN_MARKERS, 1, body,
-                                               timeout=WRITE_TIMEOUT_S + 5)
+            resp = await self._channel.request(
+                leader, (broker.host, broker.port), WRITE_TXN_MARKERS, 1, body, timeout=WRITE_TIMEOUT_S + 5
+            )
         except BrokerUnreachable as e:
-            log.info("transactional id %r: %s", meta.transactional_id, e,
-                     extra=fields(transactional_id=meta.transactional_id, peer=leader))
+            log.info(
+                "transactional id %r: %s",
+                meta.transactional_id,
+                e,
+                extra=fields(transactional_id=meta.transactional_id, peer=leader),
+            )
             return {}
         out = {}
         for m in resp.markers:
@@ -588,18 +729,26 @@ class TransactionCoordinator:
                 if self.txns.get(txn_id) is not meta or meta.status not in idle:
                     continue
                 try:
-                    await self.state_topic.append(self.partition_of(txn_id), txn_key(txn_id), None,
-                                                  f"the removal of transactional id {txn_id!r}")
+                    await self.state_topic.append(
+                        self.partition_of(txn_id), txn_key(txn_id), None, f"the removal of transactional id {txn_id!r}"
+                    )
                 except StateTopicError as e:
-                    log.info("transactional id %r: removing it failed: %s", txn_id, e,
-                             extra=fields(transactional_id=txn_id))
+                    log.info(
+                        "transactional id %r: removing it failed: %s", txn_id, e, extra=fields(transactional_id=txn_id)
+                    )
                     continue
                 del self.txns[txn_id]
                 removed += 1
-                log.info("transactional id %r (producer id %d, epoch %d) removed: unused for %d ms, over "
-                         "transactional.id.expiration.ms=%d", txn_id, meta.producer_id, meta.producer_epoch,
-                         now - meta.last_update_ms, self.expiration_ms,
-                         extra=fields(transactional_id=txn_id, producer_id=meta.producer_id))
+                log.info(
+                    "transactional id %r (producer id %d, epoch %d) removed: unused for %d ms, over "
+                    "transactional.id.expiration.ms=%d",
+                    txn_id,
+                    meta.producer_id,
+                    meta.producer_epoch,
+                    now - meta.last_update_ms,
+                    self.expiration_ms,
+                    extra=fields(transactional_id=txn_id, producer_id=meta.producer_id),
+                )
         if removed:
             log.info("%d expired transactional id(s) removed", removed)
 
@@ -612,8 +761,10 @@ class TransactionCoordinator:
                 if self.txns.get(txn_id) is not meta:
                     continue
                 try:
-                    await self._abort_with_bump(meta, f"open for {now - meta.start_ms} ms, over its timeout "
-                                                      f"of {meta.timeout_ms} ms")
+                    await self._abort_with_bump(
+                        meta, f"open for {now - meta.start_ms} ms, over its timeout of {meta.timeout_ms} ms"
+                    )
                 except TxnError as e:
-                    log.info("transactional id %r: timing out failed: %s", txn_id, e,
-                             extra=fields(transactional_id=txn_id))
+                    log.info(
+                        "transactional id %r: timing out failed: %s", txn_id, e, extra=fields(transactional_id=txn_id)
+                    )

@@ -198,8 +198,15 @@ def parse_txn_value(value: bytes) -> TxnLogValue:
             r.tagged_fields("PartitionsSchema")  # none known: skip them all
     last_update_ms = r.i64("TransactionLastUpdateTimestampMs")
     start_ms = r.i64("TransactionStartTimestampMs")
-    out = TxnLogValue(producer_id, producer_epoch, timeout_ms, status,
-                      {t: sorted(partitions[t]) for t in sorted(partitions)}, last_update_ms, start_ms)
+    out = TxnLogValue(
+        producer_id,
+        producer_epoch,
+        timeout_ms,
+        status,
+        {t: sorted(partitions[t]) for t in sorted(partitions)},
+        last_update_ms,
+        start_ms,
+    )
     if flexible:
         for tag, data in r.tagged_fields("TransactionLogValue").items():
             if tag == _TAG_PREVIOUS_PRODUCER_ID:

@@ -26,8 +26,8 @@ import logging
 import trio
 
 from logbroker import _core
-from logbroker.common.errors import error_code_for
 from logbroker.clock import now_ms
+from logbroker.common.errors import error_code_for
 from logbroker.coord.groups.offsets_topic import OFFSETS_TOPIC
 from logbroker.log_format import fields
 from logbroker.protocol import ErrorCode
@@ -37,8 +37,15 @@ log = logging.getLogger("logbroker.transactions")
 MARKER_HW_TIMEOUT_S = 30.0
 
 
-async def write_markers(replicas, groups, producer_id: int, producer_epoch: int, commit: bool,
-                        coordinator_epoch: int, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+async def write_markers(
+    replicas,
+    groups,
+    producer_id: int,
+    producer_epoch: int,
+    commit: bool,
+    coordinator_epoch: int,
+    partitions: list[tuple[str, int]],
+) -> dict[tuple[str, int], int]:
     """Append the marker to each of `partitions` this broker leads; error code per partition."""
     results: dict[tuple[str, int], int] = {}
     kind = "COMMIT" if commit else "ABORT"
@@ -52,23 +59,45 @@ async def write_markers(replicas, groups, producer_id: int, producer_epoch: int,
             continue
         try:
             appended = await trio.to_thread.run_sync(
-                part.log.append_end_txn_marker, producer_id, producer_epoch, commit, coordinator_epoch,
-                part.leader_epoch, now_ms())
+                part.log.append_end_txn_marker,
+                producer_id,
+                producer_epoch,
+                commit,
+                coordinator_epoch,
+                part.leader_epoch,
+                now_ms(),
+            )
         except (_core.LogBrokerError, OSError) as e:
             code = error_code_for(e)
             level = logging.ERROR if code == ErrorCode.KAFKA_STORAGE_ERROR else logging.INFO
-            log.log(level, "%s marker of producer %d (epoch %d, coordinator epoch %d) on %s-%d refused: %s",
-                    kind, producer_id, producer_epoch, coordinator_epoch, topic, index, e,
-                    extra=fields(producer_id=producer_id, topic=topic, partition=index))
+            log.log(
+                level,
+                "%s marker of producer %d (epoch %d, coordinator epoch %d) on %s-%d refused: %s",
+                kind,
+                producer_id,
+                producer_epoch,
+                coordinator_epoch,
+                topic,
+                index,
+                e,
+                extra=fields(producer_id=producer_id, topic=topic, partition=index),
+            )
             results[(topic, index)] = code
             continue
         part.maybe_increment_hw()
         if not await part.wait_for_hw(appended.last_offset + 1, trio.current_time() + MARKER_HW_TIMEOUT_S):
             results[(topic, index)] = ErrorCode.REQUEST_TIMED_OUT
-            log.warning("%s marker of producer %d at %s-%d offset %d: HW %d did not cover it within %.0f s",
-                        kind, producer_id, topic, index, appended.last_offset, part.log.high_watermark,
-                        MARKER_HW_TIMEOUT_S, extra=fields(producer_id=producer_id, topic=topic, partition=index,
-                                                          offset=appended.last_offset))
+            log.warning(
+                "%s marker of producer %d at %s-%d offset %d: HW %d did not cover it within %.0f s",
+                kind,
+                producer_id,
+                topic,
+                index,
+                appended.last_offset,
+                part.log.high_watermark,
+                MARKER_HW_TIMEOUT_S,
+                extra=fields(producer_id=producer_id, topic=topic, partition=index, offset=appended.last_offset),
+            )
             continue
         if topic == OFFSETS_TOPIC and groups is not None:
             groups.complete_txn_offsets(index, producer_id, commit)

@@ -25,26 +25,31 @@ def _name(enum_type, code: int) -> str:
 
 def describe_acl(b: AclBinding) -> str:
     """An ACL in words, for logs and messages: `ALLOW User:alice from * READ on TOPIC 'orders' (LITERAL)`."""
-    return (f"{_name(AclPermissionType, b.permission_type)} {b.principal} from {b.host} "
-            f"{_name(AclOperation, b.operation)} on {_name(ResourceType, b.resource_type)} {b.resource_name!r} "
-            f"({_name(PatternType, b.pattern_type)})")
+    return (
+        f"{_name(AclPermissionType, b.permission_type)} {b.principal} from {b.host} "
+        f"{_name(AclOperation, b.operation)} on {_name(ResourceType, b.resource_type)} {b.resource_name!r} "
+        f"({_name(PatternType, b.pattern_type)})"
+    )
 
 
 def acl_error(b: AclBinding) -> str | None:
     """Why CreateAcls refuses this ACL (Kafka's AclControlManager.validateNewAcl and AclApis),
     or None. The message names the field."""
     what = f"ACL {describe_acl(b)}"
-    if b.resource_type not in ResourceType._value2member_map_ or b.resource_type in (ResourceType.ANY,
-                                                                                      ResourceType.UNKNOWN):
-        return (f"{what}: invalid resource type {_name(ResourceType, b.resource_type)}; an ACL is on one of "
-                "TOPIC, GROUP, CLUSTER, TRANSACTIONAL_ID, DELEGATION_TOKEN, USER")
+    if b.resource_type not in ResourceType._value2member_map_ or b.resource_type in (
+        ResourceType.ANY,
+        ResourceType.UNKNOWN,
+    ):
+        return (
+            f"{what}: invalid resource type {_name(ResourceType, b.resource_type)}; an ACL is on one of "
+            "TOPIC, GROUP, CLUSTER, TRANSACTIONAL_ID, DELEGATION_TOKEN, USER"
+        )
     if b.pattern_type not in (PatternType.LITERAL, PatternType.PREFIXED):
         return f"{what}: invalid pattern type {_name(PatternType, b.pattern_type)}; an ACL is LITERAL or PREFIXED"
     if b.operation not in AclOperation._value2member_map_ or b.operation in (AclOperation.ANY, AclOperation.UNKNOWN):
         return f"{what}: invalid operation {_name(AclOperation, b.operation)}; ANY and UNKNOWN only filter"
     if b.permission_type not in (AclPermissionType.DENY, AclPermissionType.ALLOW):
-        return (f"{what}: invalid permission type {_name(AclPermissionType, b.permission_type)}; an ACL is DENY or "
-                "ALLOW")
+        return f"{what}: invalid permission type {_name(AclPermissionType, b.permission_type)}; an ACL is DENY or ALLOW"
     if not b.resource_name:
         return f"{what}: the resource name is empty"
     if b.resource_type == ResourceType.CLUSTER and b.resource_name != CLUSTER_NAME:
@@ -59,10 +64,12 @@ def acl_error(b: AclBinding) -> str | None:
 
 def acl_filter_error(f: AclBindingFilter) -> str | None:
     """Why a DescribeAcls/DeleteAcls filter is refused (an UNKNOWN field, as Kafka), or None."""
-    for value, enum_type, what in ((f.resource_type, ResourceType, "resource type"),
-                                   (f.pattern_type, PatternType, "pattern type"),
-                                   (f.operation, AclOperation, "operation"),
-                                   (f.permission_type, AclPermissionType, "permission type")):
+    for value, enum_type, what in (
+        (f.resource_type, ResourceType, "resource type"),
+        (f.pattern_type, PatternType, "pattern type"),
+        (f.operation, AclOperation, "operation"),
+        (f.permission_type, AclPermissionType, "permission type"),
+    ):
         if value not in enum_type._value2member_map_ or value == 0:
             return f"ACL filter with an unknown {what} ({value})"
     return None
@@ -74,8 +81,9 @@ def _acl_order(item: tuple[AclBinding, str]) -> tuple:
 
 
 class AclControlManager:
-    def create(self, image: MetadataImage, bindings: list[AclBinding]
-               ) -> ControllerResult[list[tuple[ErrorCode, str | None]]]:
+    def create(
+        self, image: MetadataImage, bindings: list[AclBinding]
+    ) -> ControllerResult[list[tuple[ErrorCode, str | None]]]:
         """CreateAcls: (error, message) for each binding, in order. A binding `acl_error`
         refuses is INVALID_REQUEST; one that exists already (the same seven fields) succeeds
         without a change, as in Kafka; the new ones get a random id and are written
@@ -98,8 +106,9 @@ class AclControlManager:
             results.append((ErrorCode.NONE, None))
         return ControllerResult(records, results, lines)
 
-    def delete(self, image: MetadataImage, filters: list[AclBindingFilter]
-               ) -> ControllerResult[list[tuple[ErrorCode, str | None, list[AclBinding]]]]:
+    def delete(
+        self, image: MetadataImage, filters: list[AclBindingFilter]
+    ) -> ControllerResult[list[tuple[ErrorCode, str | None, list[AclBinding]]]]:
         """DeleteAcls: for each filter, (error, message, the ACLs it matched and deleted).
         A filter with an UNKNOWN field is INVALID_REQUEST (Kafka's "Unknown patternFilter." /
         "Unknown entryFilter."); an ACL several filters match is reported by each; the
@@ -114,5 +123,8 @@ class AclControlManager:
             matched = sorted(((b, i) for i, b in image.acls.items() if f.matches(b)), key=_acl_order)
             gone.update((i, b) for b, i in matched)
             results.append((ErrorCode.NONE, None, [b for b, _i in matched]))
-        return ControllerResult([encode_record("RemoveAcl", id=i) for i in sorted(gone)], results,
-                                [(f"ACL {i} deleted: {describe_acl(b)}", {}) for i, b in sorted(gone.items())])
+        return ControllerResult(
+            [encode_record("RemoveAcl", id=i) for i in sorted(gone)],
+            results,
+            [(f"ACL {i} deleted: {describe_acl(b)}", {}) for i, b in sorted(gone.items())],
+        )

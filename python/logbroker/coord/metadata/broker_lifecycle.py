@@ -58,11 +58,13 @@ class BrokerLifecycle:
         self.quorum = quorum
         self.node_id = controller.local.node_id
         self.interval = interval_ms / 1000
-        self.client = ControllerClient(self.node_id, quorum.voters, lambda: quorum.leader_id, "heartbeats",
-                                       quorum.transport.security)
+        self.client = ControllerClient(
+            self.node_id, quorum.voters, lambda: quorum.leader_id, "heartbeats", quorum.transport.security
+        )
         # ISR changes get their own connection: a slow metadata write never delays a heartbeat
-        self.isr_client = ControllerClient(self.node_id, quorum.voters, lambda: quorum.leader_id, "ISR changes",
-                                           quorum.transport.security)
+        self.isr_client = ControllerClient(
+            self.node_id, quorum.voters, lambda: quorum.leader_id, "ISR changes", quorum.transport.security
+        )
         self.fenced: bool | None = None
         self._shutting_down = False
 
@@ -79,8 +81,15 @@ class BrokerLifecycle:
             await self.client.close()
             await self.isr_client.close()
 
-    async def alter_partition(self, topic_id, partition: int, leader_epoch: int, partition_epoch: int,
-                              new_isr: list[int], timeout: float = 10.0) -> tuple[int, str]:
+    async def alter_partition(
+        self,
+        topic_id,
+        partition: int,
+        leader_epoch: int,
+        partition_epoch: int,
+        new_isr: list[int],
+        timeout: float = 10.0,
+    ) -> tuple[int, str]:
         """Ask the active controller to make `new_isr` the ISR of a partition this broker leads
         (AlterPartition v3); (error code, message). The committed change reaches this broker
         as a metadata record; a refusal (stale epochs, ineligible replica) is returned as is,
@@ -91,25 +100,45 @@ class BrokerLifecycle:
         if self.quorum.is_active:
             try:
                 code, message, _state = await self.controller.alter_partition(
-                    self.node_id, epoch, topic_id, partition, leader_epoch, partition_epoch, new_isr)
+                    self.node_id, epoch, topic_id, partition, leader_epoch, partition_epoch, new_isr
+                )
             except ControllerError as e:
                 return e.code, e.message
             return code, message
         Req = REQUESTS[ALTER_PARTITION]
-        req = Req(broker_id=self.node_id, broker_epoch=epoch, topics=[Req.TopicData(topic_id=topic_id, partitions=[
-            Req.PartitionData(partition_index=partition, leader_epoch=leader_epoch, leader_recovery_state=0,
-                              partition_epoch=partition_epoch,
-                              new_isr_with_epochs=[Req.BrokerState(broker_id=r, broker_epoch=-1) for r in new_isr])])])
+        req = Req(
+            broker_id=self.node_id,
+            broker_epoch=epoch,
+            topics=[
+                Req.TopicData(
+                    topic_id=topic_id,
+                    partitions=[
+                        Req.PartitionData(
+                            partition_index=partition,
+                            leader_epoch=leader_epoch,
+                            leader_recovery_state=0,
+                            partition_epoch=partition_epoch,
+                            new_isr_with_epochs=[Req.BrokerState(broker_id=r, broker_epoch=-1) for r in new_isr],
+                        )
+                    ],
+                )
+            ],
+        )
         try:
-            resp = await self.isr_client.request(ALTER_PARTITION, 3, req, timeout,
-                                                 retry_on=lambda r: r.error_code == ErrorCode.NOT_CONTROLLER)
+            resp = await self.isr_client.request(
+                ALTER_PARTITION, 3, req, timeout, retry_on=lambda r: r.error_code == ErrorCode.NOT_CONTROLLER
+            )
         except ControllerUnavailable as e:
             return ErrorCode.REQUEST_TIMED_OUT, str(e)
         if resp.error_code != ErrorCode.NONE:
             return resp.error_code, "AlterPartition refused"
         p = resp.topics[0].partitions[0]
-        return p.error_code, "" if p.error_code == ErrorCode.NONE else \
-            f"controller answered {ErrorCode(p.error_code).name} (leader {p.leader_id}, epoch {p.leader_epoch}, ISR {p.isr}, partition epoch {p.partition_epoch})"
+        return (
+            p.error_code,
+            ""
+            if p.error_code == ErrorCode.NONE
+            else f"controller answered {ErrorCode(p.error_code).name} (leader {p.leader_id}, epoch {p.leader_epoch}, ISR {p.isr}, partition epoch {p.partition_epoch})",
+        )
 
     async def _beat(self, want_shut_down: bool, timeout: float) -> bool | None:
         """One heartbeat; returns should_shut_down (None when not registered yet)."""
@@ -118,20 +147,31 @@ class BrokerLifecycle:
             return None
         if self.quorum.is_active:
             error, _, fenced, should = await self.controller.sessions.heartbeat(
-                self.node_id, epoch, self.quorum.applied_index, False, want_shut_down)
+                self.node_id, epoch, self.quorum.applied_index, False, want_shut_down
+            )
         else:
-            req = REQUESTS[HEARTBEAT](broker_id=self.node_id, broker_epoch=epoch,
-                                      current_metadata_offset=self.quorum.applied_index, want_fence=False,
-                                      want_shut_down=want_shut_down)
-            resp = await self.client.request(HEARTBEAT, HEARTBEAT_VERSION, req, timeout,
-                                             retry_on=lambda r: r.error_code == ErrorCode.NOT_CONTROLLER)
+            req = REQUESTS[HEARTBEAT](
+                broker_id=self.node_id,
+                broker_epoch=epoch,
+                current_metadata_offset=self.quorum.applied_index,
+                want_fence=False,
+                want_shut_down=want_shut_down,
+            )
+            resp = await self.client.request(
+                HEARTBEAT, HEARTBEAT_VERSION, req, timeout, retry_on=lambda r: r.error_code == ErrorCode.NOT_CONTROLLER
+            )
             error, fenced, should = ErrorCode(resp.error_code), resp.is_fenced, resp.should_shut_down
         if error != ErrorCode.NONE:
             log.debug("node %d: heartbeat (epoch %d) answered %s", self.node_id, epoch, error.name)
             return None
         if fenced != self.fenced:
-            log.info("node %d is %s (controller %d)", self.node_id, "fenced" if fenced else "unfenced",
-                     self.quorum.leader_id, extra=fields(peer=self.quorum.leader_id))
+            log.info(
+                "node %d is %s (controller %d)",
+                self.node_id,
+                "fenced" if fenced else "unfenced",
+                self.quorum.leader_id,
+                extra=fields(peer=self.quorum.leader_id),
+            )
             self.fenced = fenced
         return should
 
@@ -145,8 +185,11 @@ class BrokerLifecycle:
                 if self.quorum.leader_id == 0:  # the quorum is gone (the others stopped too)
                     leaderless_since = leaderless_since or time.monotonic()
                     if time.monotonic() - leaderless_since > NO_CONTROLLER_SECONDS:
-                        log.warning("node %d: no active controller for %.0f s; stopping without moving "
-                                    "leaderships", self.node_id, NO_CONTROLLER_SECONDS)
+                        log.warning(
+                            "node %d: no active controller for %.0f s; stopping without moving leaderships",
+                            self.node_id,
+                            NO_CONTROLLER_SECONDS,
+                        )
                         return
                 else:
                     leaderless_since = None
@@ -159,8 +202,12 @@ class BrokerLifecycle:
             if self.quorum.is_active:
                 await self.quorum.hand_over_leadership(timeout - (time.monotonic() - start))
         if scope.cancelled_caught:
-            log.warning("node %d: controlled shutdown did not finish within %.0f s; stopping anyway",
-                        self.node_id, timeout)
+            log.warning(
+                "node %d: controlled shutdown did not finish within %.0f s; stopping anyway", self.node_id, timeout
+            )
         else:
-            log.info("node %d: controlled shutdown done in %.2f s (leaderships moved)", self.node_id,
-                     time.monotonic() - start)
+            log.info(
+                "node %d: controlled shutdown done in %.2f s (leaderships moved)",
+                self.node_id,
+                time.monotonic() - start,
+            )

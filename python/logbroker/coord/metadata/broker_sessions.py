@@ -71,8 +71,11 @@ class BrokerSessions:
             self.last_seen = {n: now for n in self.controller.image.brokers}
             self.epochs = {n: b.epoch for n, b in self.controller.image.brokers.items()}
             self.shutting_down.clear()
-            log.info("node %d is the active controller: broker sessions start now (timeout %.1f s)",
-                     self.controller.local.node_id, self.session_timeout)
+            log.info(
+                "node %d is the active controller: broker sessions start now (timeout %.1f s)",
+                self.controller.local.node_id,
+                self.session_timeout,
+            )
         self._was_active = active
         return active
 
@@ -95,8 +98,9 @@ class BrokerSessions:
                 out.append(n)
         return sorted(out)
 
-    async def heartbeat(self, broker_id: int, epoch: int, metadata_offset: int, want_fence: bool,
-                        want_shut_down: bool) -> tuple[ErrorCode, bool, bool, bool]:
+    async def heartbeat(
+        self, broker_id: int, epoch: int, metadata_offset: int, want_fence: bool, want_shut_down: bool
+    ) -> tuple[ErrorCode, bool, bool, bool]:
         """(error, is_caught_up, is_fenced, should_shut_down) for one BrokerHeartbeat."""
         if not self._active():
             return ErrorCode.NOT_CONTROLLER, False, True, False
@@ -112,8 +116,12 @@ class BrokerSessions:
         try:
             if want_shut_down:
                 if broker_id not in self.shutting_down:
-                    log.info("broker %d (epoch %d) asks for a controlled shutdown: moving its leaderships",
-                             broker_id, epoch, extra=fields(peer=broker_id))
+                    log.info(
+                        "broker %d (epoch %d) asks for a controlled shutdown: moving its leaderships",
+                        broker_id,
+                        epoch,
+                        extra=fields(peer=broker_id),
+                    )
                     self.shutting_down.add(broker_id)
                 if not reg.fenced:
                     await self.controller.fence_brokers([broker_id], "controlled shutdown")

@@ -19,8 +19,9 @@ EntryResult = tuple[Components, ErrorCode, str | None]
 
 
 class ClientQuotaControlManager:
-    def alter(self, image: MetadataImage, entries: list[tuple[Components, list[tuple[str, float, bool]]]]
-              ) -> ControllerResult[list[EntryResult]]:
+    def alter(
+        self, image: MetadataImage, entries: list[tuple[Components, list[tuple[str, float, bool]]]]
+    ) -> ControllerResult[list[EntryResult]]:
         """AlterClientQuotas: per entry (entity components, [(key, value, remove)]). Kafka's
         rules: the entity must be valid (client_quotas.validated_entity), a key named twice in
         one entry or an entity named twice in the request is INVALID_REQUEST, a value set
@@ -40,13 +41,16 @@ class ClientQuotaControlManager:
                 entity = client_quotas.validated_entity(components)
                 if named[entity] > 1:  # every entry of it refused, none applied
                     raise client_quotas.QuotaError(
-                        ErrorCode.INVALID_REQUEST, f"Ignoring duplicate entity {client_quotas.entity_name(entity)}")
+                        ErrorCode.INVALID_REQUEST, f"Ignoring duplicate entity {client_quotas.entity_name(entity)}"
+                    )
                 wanted: dict[str, float | None] = {}
                 for key, value, remove in ops:
                     if key in wanted:
                         raise client_quotas.QuotaError(
-                            ErrorCode.INVALID_REQUEST, f"Duplicate quota key {key} not updating quota for "
-                                                       f"this entity {client_quotas.entity_name(entity)}")
+                            ErrorCode.INVALID_REQUEST,
+                            f"Duplicate quota key {key} not updating quota for "
+                            f"this entity {client_quotas.entity_name(entity)}",
+                        )
                     if not remove:
                         client_quotas.validate_value(entity, key, value)
                     wanted[key] = None if remove else float(value)
@@ -60,11 +64,23 @@ class ClientQuotaControlManager:
             current = image.client_quotas.get(entity, {})
             for key, value in wanted.items():
                 if value is None and key in current:
-                    records.append(encode_record("ClientQuota", entity=[list(c) for c in entity], key=key, value=0.0,
-                                                 remove=True))
+                    records.append(
+                        encode_record("ClientQuota", entity=[list(c) for c in entity], key=key, value=0.0, remove=True)
+                    )
                 elif value is not None and current.get(key) != value:
-                    records.append(encode_record("ClientQuota", entity=[list(c) for c in entity], key=key,
-                                                 value=value, remove=False))
-            lines.append((f"client quotas of {client_quotas.entity_name(entity)}: " + (", ".join(
-                f"{k} {'removed' if v is None else f'= {v:g}'}" for k, v in wanted.items()) or "unchanged"), {}))
+                    records.append(
+                        encode_record(
+                            "ClientQuota", entity=[list(c) for c in entity], key=key, value=value, remove=False
+                        )
+                    )
+            lines.append(
+                (
+                    f"client quotas of {client_quotas.entity_name(entity)}: "
+                    + (
+                        ", ".join(f"{k} {'removed' if v is None else f'= {v:g}'}" for k, v in wanted.items())
+                        or "unchanged"
+                    ),
+                    {},
+                )
+            )
         return ControllerResult(records, results, lines)

@@ -50,12 +50,15 @@ def validated_entity(components: list[tuple[str, str | None]]) -> QuotaEntity:
     seen: dict[str, str | None] = {}
     for entity_type, name in components:
         if entity_type in seen:
-            raise QuotaError(ErrorCode.INVALID_REQUEST,
-                             f"Invalid client quota entity, duplicate entity entry {entity_type}")
+            raise QuotaError(
+                ErrorCode.INVALID_REQUEST, f"Invalid client quota entity, duplicate entity entry {entity_type}"
+            )
         if entity_type == IP:
-            raise QuotaError(ErrorCode.INVALID_REQUEST,
-                             f"ip quota entities (ip={name}) are not supported by logbroker; "
-                             "quotas are set for user and client-id entities")
+            raise QuotaError(
+                ErrorCode.INVALID_REQUEST,
+                f"ip quota entities (ip={name}) are not supported by logbroker; "
+                "quotas are set for user and client-id entities",
+            )
         if entity_type not in (USER, CLIENT_ID):
             raise QuotaError(ErrorCode.INVALID_REQUEST, f"Unhandled client quota entity type: {entity_type}")
         if name is not None and not name:
@@ -68,11 +71,14 @@ def validate_value(entity: QuotaEntity, key: str, value: float) -> None:
     """Refuse (QuotaError, INVALID_REQUEST) a key or value Kafka would, or logbroker does not enforce."""
     where = f"client quota entity {entity_name(entity)}"
     if key in NOT_ENFORCED:
-        raise QuotaError(ErrorCode.INVALID_REQUEST,
-                         f"{where}: quota {key} is not enforced by logbroker (supported: {', '.join(KEYS)})")
+        raise QuotaError(
+            ErrorCode.INVALID_REQUEST,
+            f"{where}: quota {key} is not enforced by logbroker (supported: {', '.join(KEYS)})",
+        )
     if key not in KEYS:
-        raise QuotaError(ErrorCode.INVALID_REQUEST, f"Invalid configuration key {key} ({where}; supported: "
-                                                    f"{', '.join(KEYS)})")
+        raise QuotaError(
+            ErrorCode.INVALID_REQUEST, f"Invalid configuration key {key} ({where}; supported: {', '.join(KEYS)})"
+        )
     if not value > 0.0:  # NaN too
         raise QuotaError(ErrorCode.INVALID_REQUEST, f"Quota {key} must be greater than 0 ({where}: {value})")
     if value > LONG_MAX:
@@ -90,31 +96,40 @@ def describe_filter(components: list[tuple[str, int, str | None]]) -> tuple[dict
         if not entity_type:
             raise QuotaError(ErrorCode.INVALID_REQUEST, "Invalid empty entity type.")
         if entity_type in exact or entity_type in present:
-            raise QuotaError(ErrorCode.INVALID_REQUEST,
-                             f"Entity type {entity_type} cannot appear more than once in the filter.")
+            raise QuotaError(
+                ErrorCode.INVALID_REQUEST, f"Entity type {entity_type} cannot appear more than once in the filter."
+            )
         if entity_type not in (IP, USER, CLIENT_ID):
             raise QuotaError(ErrorCode.UNSUPPORTED_VERSION, f"Unsupported entity type {entity_type}")
         if match_type == MATCH_EXACT:
             if match is None:
-                raise QuotaError(ErrorCode.INVALID_REQUEST,
-                                 "Request specified MATCH_TYPE_EXACT, but set match string to null.")
+                raise QuotaError(
+                    ErrorCode.INVALID_REQUEST, "Request specified MATCH_TYPE_EXACT, but set match string to null."
+                )
             exact[entity_type] = match
         elif match_type == MATCH_DEFAULT:
             if match is not None:
-                raise QuotaError(ErrorCode.INVALID_REQUEST,
-                                 "Request specified MATCH_TYPE_DEFAULT, but also specified a match string.")
+                raise QuotaError(
+                    ErrorCode.INVALID_REQUEST,
+                    "Request specified MATCH_TYPE_DEFAULT, but also specified a match string.",
+                )
             exact[entity_type] = None
         elif match_type == MATCH_SPECIFIED:
             if match is not None:
-                raise QuotaError(ErrorCode.INVALID_REQUEST,
-                                 "Request specified MATCH_TYPE_SPECIFIED, but also specified a match string.")
+                raise QuotaError(
+                    ErrorCode.INVALID_REQUEST,
+                    "Request specified MATCH_TYPE_SPECIFIED, but also specified a match string.",
+                )
             present.add(entity_type)
         else:
             raise QuotaError(ErrorCode.INVALID_REQUEST, f"Unknown match type {match_type}")
     if (IP in exact or IP in present) and ({USER, CLIENT_ID} & (set(exact) | present)):
-        raise QuotaError(ErrorCode.INVALID_REQUEST, "Invalid entity filter component combination. IP filter "
-                                                    "component should not be used with user or clientId filter "
-                                                    "component.")
+        raise QuotaError(
+            ErrorCode.INVALID_REQUEST,
+            "Invalid entity filter component combination. IP filter "
+            "component should not be used with user or clientId filter "
+            "component.",
+        )
     return exact, present
 
 
@@ -127,11 +142,16 @@ def matches(entity: QuotaEntity, exact: dict[str, str | None], present: set[str]
 
 
 def to_json(quotas: dict[QuotaEntity, dict[str, float]]) -> list[dict]:
-    return [{"entity": [list(c) for c in entity], "quotas": dict(sorted(values.items()))}
-            for entity, values in sorted(quotas.items(), key=lambda kv: entity_name(kv[0]))]
+    return [
+        {"entity": [list(c) for c in entity], "quotas": dict(sorted(values.items()))}
+        for entity, values in sorted(quotas.items(), key=lambda kv: entity_name(kv[0]))
+    ]
 
 
 def from_json(doc: list[dict]) -> dict[QuotaEntity, dict[str, float]]:
-    return {tuple((str(t), None if n is None else str(n)) for t, n in e["entity"]): {k: float(v) for k, v in
-                                                                                    e["quotas"].items()}
-            for e in doc}
+    return {
+        tuple((str(t), None if n is None else str(n)) for t, n in e["entity"]): {
+            k: float(v) for k, v in e["quotas"].items()
+        }
+        for e in doc
+    }

@@ -7,8 +7,9 @@ Pure (see control.py).
 
 from __future__ import annotations
 
-from typing import Callable, Container, Mapping
+from collections.abc import Callable, Container, Mapping
 
+from logbroker.common import client_metrics
 from logbroker.common.config import (
     BROKER_KEYS,
     DYNAMIC_BROKER_KEYS,
@@ -19,12 +20,10 @@ from logbroker.common.config import (
     validate_group_config,
     validate_topic_config,
 )
-from logbroker.common import client_metrics
 from logbroker.coord.metadata.control import ControllerError, ControllerResult
 from logbroker.coord.metadata.metadata import MetadataImage
 from logbroker.coord.metadata.metadata_records import encode_record
 from logbroker.protocol import ErrorCode
-
 
 # IncrementalAlterConfigs' list operations (AlterConfigOp.OpType ids)
 APPEND, SUBTRACT = 2, 3
@@ -65,8 +64,9 @@ def list_operation(op: int, current: str | None, value: str) -> str:
     return ",".join(items)
 
 
-def resolve_list_ops(current: Mapping[str, str], changes: Mapping[str, Change], kind: str,
-                     not_list: Callable[[int, str], str]) -> dict[str, str | None]:
+def resolve_list_ops(
+    current: Mapping[str, str], changes: Mapping[str, Change], kind: str, not_list: Callable[[int, str], str]
+) -> dict[str, str | None]:
     """`changes` with each (APPEND|SUBTRACT, value) turned into the value it sets (from the
     key's override, else its default); ControllerError(INVALID_CONFIG, not_list(op, key))
     for a key that is not a list key."""
@@ -91,9 +91,16 @@ def broker_not_list(op: int, key: str) -> str:  # Kafka's ConfigAdminManager's w
     return f"Config value {_OP_NAMES.get(op, op).lower()} is not allowed for config key: {key}"
 
 
-def altered(what: str, current: dict[str, str], changes: Mapping[str, Change], replace: bool,
-            keys: Container[str], validate: Callable[[dict[str, str | None]], dict[str, str]],
-            kind: str = "topic", not_list: Callable[[int, str], str] = _controller_not_list) -> dict[str, str]:
+def altered(
+    what: str,
+    current: dict[str, str],
+    changes: Mapping[str, Change],
+    replace: bool,
+    keys: Container[str],
+    validate: Callable[[dict[str, str | None]], dict[str, str]],
+    kind: str = "topic",
+    not_list: Callable[[int, str], str] = _controller_not_list,
+) -> dict[str, str]:
     """Config overrides after (Incremental)AlterConfigs: `changes` sets (value) or deletes
     (None) keys, or APPENDs to or SUBTRACTs from a list key ((op, value); the result is
     checked like a set value); `replace` starts from nothing (AlterConfigs).
@@ -114,51 +121,74 @@ def altered(what: str, current: dict[str, str], changes: Mapping[str, Change], r
 
 
 def _config_records(resource: str, name: str, was: dict[str, str], now: dict[str, str]) -> list[bytes]:
-    return [encode_record("Config", resource=resource, name=name, key=k, value=now.get(k))
-            for k in sorted(set(was) | set(now)) if was.get(k) != now.get(k)]
+    return [
+        encode_record("Config", resource=resource, name=name, key=k, value=now.get(k))
+        for k in sorted(set(was) | set(now))
+        if was.get(k) != now.get(k)
+    ]
 
 
 class ConfigurationControlManager:
-    def alter_topic_configs(self, image: MetadataImage, name: str, changes: Mapping[str, Change],
-                            replace: bool) -> ControllerResult[dict[str, str]]:
+    def alter_topic_configs(
+        self, image: MetadataImage, name: str, changes: Mapping[str, Change], replace: bool
+    ) -> ControllerResult[dict[str, str]]:
         """Set (value) or delete (None) topic config overrides; `replace` drops every
         override not named (AlterConfigs). The response: the overrides after."""
         topic = image.topics.get(name)
         if topic is None:
             raise ControllerError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
         configs = altered(f"topic {name!r}", topic.configs, changes, replace, TOPIC_KEYS, validate_topic_config)
-        return ControllerResult(_config_records("topic", name, topic.configs, configs), configs,
-                                [(f"topic {name}: configs now {configs}", {"topic": name})])
+        return ControllerResult(
+            _config_records("topic", name, topic.configs, configs),
+            configs,
+            [(f"topic {name}: configs now {configs}", {"topic": name})],
+        )
 
-    def alter_broker_configs(self, image: MetadataImage, name: str, changes: Mapping[str, Change],
-                             replace: bool) -> ControllerResult[dict[str, str]]:
+    def alter_broker_configs(
+        self, image: MetadataImage, name: str, changes: Mapping[str, Change], replace: bool
+    ) -> ControllerResult[dict[str, str]]:
         """Dynamic broker configs (common/config.py DYNAMIC_BROKER_KEYS): `name` "" for the
         cluster default, or a broker id; applied by every broker without a restart."""
         if name and not name.isdigit():
-            raise ControllerError(ErrorCode.INVALID_REQUEST, f"broker {name!r}: a broker config resource is \"\" "
-                                                             "(the cluster default) or a broker id")
+            raise ControllerError(
+                ErrorCode.INVALID_REQUEST,
+                f'broker {name!r}: a broker config resource is "" (the cluster default) or a broker id',
+            )
         what = "the cluster-default broker configs" if not name else f"the configs of broker {name}"
         was = image.broker_configs.get(name, {})
-        configs = altered(what, was, changes, replace, DYNAMIC_BROKER_KEYS, validate_broker_config,
-                          kind="broker", not_list=broker_not_list)
-        return ControllerResult(_config_records("broker", name, was, configs), configs,
-                                [(f"{what}: now {configs}", {})])
+        configs = altered(
+            what,
+            was,
+            changes,
+            replace,
+            DYNAMIC_BROKER_KEYS,
+            validate_broker_config,
+            kind="broker",
+            not_list=broker_not_list,
+        )
+        return ControllerResult(
+            _config_records("broker", name, was, configs), configs, [(f"{what}: now {configs}", {})]
+        )
 
-    def alter_group_configs(self, image: MetadataImage, name: str, changes: Mapping[str, Change],
-                            replace: bool) -> ControllerResult[dict[str, str]]:
+    def alter_group_configs(
+        self, image: MetadataImage, name: str, changes: Mapping[str, Change], replace: bool
+    ) -> ControllerResult[dict[str, str]]:
         """Set (value) or delete (None) a group's config overrides (Kafka's GroupConfig keys,
         common/config.py GROUP_KEYS); `replace` drops every override not named. A group need
         not exist: its configs wait for it, as in Kafka."""
         if not name:
             raise ControllerError(ErrorCode.INVALID_GROUP_ID, "a group config needs a group id")
         was = image.group_configs.get(name, {})
-        configs = altered(f"group {name!r}", was, changes, replace, GROUP_KEYS, validate_group_config,
-                          kind="group")
-        return ControllerResult(_config_records("group", name, was, configs), configs,
-                                [(f"group {name}: configs now {configs}", {"group": name})])
+        configs = altered(f"group {name!r}", was, changes, replace, GROUP_KEYS, validate_group_config, kind="group")
+        return ControllerResult(
+            _config_records("group", name, was, configs),
+            configs,
+            [(f"group {name}: configs now {configs}", {"group": name})],
+        )
 
-    def alter_client_metrics_configs(self, image: MetadataImage, name: str, changes: Mapping[str, Change],
-                                     replace: bool) -> ControllerResult[dict[str, str]]:
+    def alter_client_metrics_configs(
+        self, image: MetadataImage, name: str, changes: Mapping[str, Change], replace: bool
+    ) -> ControllerResult[dict[str, str]]:
         """Set (value) or delete (None) keys of the client-metrics subscription `name` (KIP-714:
         metrics, interval.ms, match; common/client_metrics.py); `replace` drops every key not
         named. The configs after the change are checked whole, as Kafka's
@@ -175,6 +205,15 @@ class ConfigurationControlManager:
             configs = client_metrics.validate(name, configs)
         except client_metrics.ClientMetricsConfigError as e:
             raise ControllerError(e.code, e.message) from None
-        return ControllerResult(_config_records("client-metrics", name, was, configs), configs,
-                                [(f"client-metrics subscription {name}: configs now {configs}"
-                                  if configs else f"client-metrics subscription {name}: deleted", {})])
+        return ControllerResult(
+            _config_records("client-metrics", name, was, configs),
+            configs,
+            [
+                (
+                    f"client-metrics subscription {name}: configs now {configs}"
+                    if configs
+                    else f"client-metrics subscription {name}: deleted",
+                    {},
+                )
+            ],
+        )

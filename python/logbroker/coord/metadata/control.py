@@ -46,7 +46,15 @@ class ControllerResult(Generic[T]):
 def partition_change_record(topic_id: uuid.UUID, ps: PartitionState) -> bytes:
     """The PartitionChange that makes partition `ps.partition` of the topic exactly `ps`
     (epochs carried explicitly)."""
-    return encode_record("PartitionChange", topic_id=topic_id.hex, partition=ps.partition, replicas=ps.replicas,
-                         isr=ps.isr, leader=ps.leader, leader_epoch=ps.leader_epoch,
-                         partition_epoch=ps.partition_epoch, adding_replicas=ps.adding_replicas,
-                         removing_replicas=ps.removing_replicas)
+    return encode_record(
+        "PartitionChange",
+        topic_id=topic_id.hex,
+        partition=ps.partition,
+        replicas=ps.replicas,
+        isr=ps.isr,
+        leader=ps.leader,
+        leader_epoch=ps.leader_epoch,
+        partition_epoch=ps.partition_epoch,
+        adding_replicas=ps.adding_replicas,
+        removing_replicas=ps.removing_replicas,
+    )

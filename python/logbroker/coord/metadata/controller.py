@@ -23,7 +23,8 @@ import dataclasses
 import logging
 import time
 import uuid
-from typing import TYPE_CHECKING, Awaitable, Callable, Mapping, TypeVar
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, TypeVar
 
 import trio
 
@@ -31,14 +32,15 @@ from logbroker.common.config import BrokerConfig, ConfigError
 from logbroker.common.delegation_tokens import new_token_id
 from logbroker.coord.metadata import elections
 from logbroker.coord.metadata.acl_control import AclControlManager
+from logbroker.coord.metadata.broker_sessions import BrokerSessions
 from logbroker.coord.metadata.client_quota_control import ClientQuotaControlManager
 from logbroker.coord.metadata.cluster_control import ClusterControlManager
 from logbroker.coord.metadata.config_control import Change, ConfigurationControlManager
 from logbroker.coord.metadata.control import ControllerError, ControllerResult
-from logbroker.coord.metadata.feature_control import FeatureControlManager
-from logbroker.coord.metadata.broker_sessions import BrokerSessions
 from logbroker.coord.metadata.controller_channel import ControllerClient, serving_controller_listener
 from logbroker.coord.metadata.controller_forwarding import Forwarder, _client_timeout
+from logbroker.coord.metadata.delegation_token_control import DelegationTokenControlManager
+from logbroker.coord.metadata.feature_control import FeatureControlManager
 from logbroker.coord.metadata.metadata import (
     AclBinding,
     AclBindingFilter,
@@ -55,7 +57,6 @@ from logbroker.coord.metadata.quorum import QuorumTimeout
 from logbroker.coord.metadata.reconcile_scope import ReconcileScope
 from logbroker.coord.metadata.replication_control import NewTopicSpec, ReplicationControlManager
 from logbroker.coord.metadata.scram_control import ScramControlManager
-from logbroker.coord.metadata.delegation_token_control import DelegationTokenControlManager
 from logbroker.log_format import fields
 from logbroker.protocol import ErrorCode
 
@@ -72,13 +73,16 @@ T = TypeVar("T")
 
 def _now_ms() -> int:
     return int(time.time() * 1000)
+
+
 # (new image, what changed: None when anything may have, e.g. after a snapshot load)
 Listener = Callable[[MetadataImage, "MetadataDelta | None"], Awaitable[None]]
 
 
 class Controller:
-    def __init__(self, config: BrokerConfig, store: MetadataStore, local: BrokerRegistration,
-                 quorum: MetadataQuorum) -> None:
+    def __init__(
+        self, config: BrokerConfig, store: MetadataStore, local: BrokerRegistration, quorum: MetadataQuorum
+    ) -> None:
         self.config = config
         self.store = store
         self.local = local
@@ -97,13 +101,22 @@ class Controller:
         self.configs = ConfigurationControlManager()
         self.client_quotas = ClientQuotaControlManager()
         self.scram = ScramControlManager()
-        self.delegation_tokens = DelegationTokenControlManager(config.get_int("delegation.token.max.lifetime.ms"),
-                                                               config.get_int("delegation.token.expiry.time.ms"))
+        self.delegation_tokens = DelegationTokenControlManager(
+            config.get_int("delegation.token.max.lifetime.ms"), config.get_int("delegation.token.expiry.time.ms")
+        )
         self.acls = AclControlManager()
         self.features = FeatureControlManager(config)
         self.sessions = BrokerSessions(self, config.get_int("broker.session.timeout.ms"))
-        self.forwarder = Forwarder(self, ControllerClient(local.node_id, quorum.voters, lambda: quorum.leader_id,
-                                                          "forwarded metadata changes", quorum.transport.security))
+        self.forwarder = Forwarder(
+            self,
+            ControllerClient(
+                local.node_id,
+                quorum.voters,
+                lambda: quorum.leader_id,
+                "forwarded metadata changes",
+                quorum.transport.security,
+            ),
+        )
 
     @property
     def controller_id(self) -> int:
@@ -144,9 +157,11 @@ class Controller:
             return
         path = self.store.legacy_path
         if len(self.quorum.voters) > 1:
-            raise ConfigError(f"data directory {self.store.data_dir} holds a single-node metadata image ({path}); "
-                              "start it as a single node once (it moves the image to the metadata log), then add "
-                              "voters")
+            raise ConfigError(
+                f"data directory {self.store.data_dir} holds a single-node metadata image ({path}); "
+                "start it as a single node once (it moves the image to the metadata log), then add "
+                "voters"
+            )
         try:
             legacy = MetadataImage.from_json(doc, self.local.node_id, {})
         except (KeyError, ValueError, TypeError) as e:
@@ -159,8 +174,7 @@ class Controller:
             empty = MetadataImage(self.image.cluster_id, self.local.node_id, {}, {}, self.image.next_producer_id)
             records = diff_records(empty, dataclasses.replace(legacy, brokers={}))
             await self.quorum.write(records, timeout=30)
-            log.info("moved %s to the metadata log: %d record(s), %d topic(s)", path, len(records),
-                     len(legacy.topics))
+            log.info("moved %s to the metadata log: %d record(s), %d topic(s)", path, len(records), len(legacy.topics))
         await trio.to_thread.run_sync(self.store.remove_legacy_image)
 
     async def on_quorum_image(self, image: MetadataImage, delta: MetadataDelta | None) -> None:
@@ -195,7 +209,8 @@ class Controller:
             raise ControllerError(
                 ErrorCode.NOT_CONTROLLER,
                 f"node {self.local.node_id} is not the active controller; "
-                + (f"node {leader} is" if leader else "no controller is elected yet"))
+                + (f"node {leader} is" if leader else "no controller is elected yet"),
+            )
         try:
             await self.quorum.write(records)
         except QuorumTimeout as e:
@@ -217,29 +232,41 @@ class Controller:
         """The unfenced brokers in placement order (replication_control.py)."""
         return self.replication.placement_order(self.image)
 
-    async def create_topics(self, specs: list[NewTopicSpec], validate_only: bool = False
-                            ) -> list[TopicState | ControllerError]:
+    async def create_topics(
+        self, specs: list[NewTopicSpec], validate_only: bool = False
+    ) -> list[TopicState | ControllerError]:
         """CreateTopics: each topic created (its state) or why not, in order; the created
         ones are written as one metadata-log entry. ControllerError when none could be
         written (no active controller, the entry did not commit)."""
         if self._forward():
             return await self.forwarder.create_topics(specs, validate_only)
         default_rf = self.config.get_int("default.replication.factor")
-        wanted = max((s.replication_factor if s.replication_factor > 0 else default_rf
-                      for s in specs if not s.assignments), default=0)
+        wanted = max(
+            (s.replication_factor if s.replication_factor > 0 else default_rf for s in specs if not s.assignments),
+            default=0,
+        )
         if wanted:
-            await self._wait_for_brokers(wanted, ", ".join(f"topic {s.name!r}" for s in specs[:3])
-                                         + (f" and {len(specs) - 3} more" if len(specs) > 3 else ""))
+            await self._wait_for_brokers(
+                wanted,
+                ", ".join(f"topic {s.name!r}" for s in specs[:3])
+                + (f" and {len(specs) - 3} more" if len(specs) > 3 else ""),
+            )
         async with self._lock:
             result = self.replication.create_topics(self.image, specs)
             return result.response if validate_only else await self._run(result)
 
-    async def create_topic(self, name: str, num_partitions: int = -1, replication_factor: int = -1,
-                           assignments: dict[int, list[int]] | None = None,
-                           configs: dict[str, str | None] | None = None) -> TopicState:
+    async def create_topic(
+        self,
+        name: str,
+        num_partitions: int = -1,
+        replication_factor: int = -1,
+        assignments: dict[int, list[int]] | None = None,
+        configs: dict[str, str | None] | None = None,
+    ) -> TopicState:
         """One topic (the internal topics, auto-creation); ControllerError when refused."""
-        [result] = await self.create_topics([NewTopicSpec(name, num_partitions, replication_factor, assignments,
-                                                          configs or {})])
+        [result] = await self.create_topics(
+            [NewTopicSpec(name, num_partitions, replication_factor, assignments, configs or {})]
+        )
         if isinstance(result, ControllerError):
             raise result
         return result
@@ -250,6 +277,7 @@ class Controller:
         them, within the client's timeout (at most 10 s), rather than answer
         INVALID_REPLICATION_FACTOR to a request made a moment too early; a replication factor
         the known nodes cannot reach fails at once, as in Kafka."""
+
         def unfenced() -> int:
             return sum(1 for b in self.image.brokers.values() if not b.fenced)
 
@@ -268,8 +296,9 @@ class Controller:
         async with self._lock:
             return await self._run(self.replication.delete_topic(self.image, name))
 
-    async def create_partitions(self, name: str, count: int, assignments: list[list[int]] | None,
-                                validate_only: bool) -> None:
+    async def create_partitions(
+        self, name: str, count: int, assignments: list[list[int]] | None, validate_only: bool
+    ) -> None:
         if self._forward():
             return await self.forwarder.create_partitions(name, count, assignments, validate_only)
         async with self._lock:
@@ -279,8 +308,9 @@ class Controller:
 
     # --- configs ------------------------------------------------------------------------
 
-    async def alter_topic_configs(self, name: str, changes: Mapping[str, Change], replace: bool,
-                                  validate_only: bool) -> None:
+    async def alter_topic_configs(
+        self, name: str, changes: Mapping[str, Change], replace: bool, validate_only: bool
+    ) -> None:
         """Set (value) or delete (None) topic config overrides. `replace` drops every
         override not named (AlterConfigs semantics)."""
         if self._forward():
@@ -290,8 +320,9 @@ class Controller:
             if not validate_only:
                 await self._run(result)
 
-    async def alter_group_configs(self, name: str, changes: Mapping[str, Change], replace: bool,
-                                  validate_only: bool) -> None:
+    async def alter_group_configs(
+        self, name: str, changes: Mapping[str, Change], replace: bool, validate_only: bool
+    ) -> None:
         """Set (value) or delete (None) a group's config overrides; `replace` drops every
         override not named. A group need not exist: its configs wait for it, as in Kafka."""
         if self._forward():
@@ -301,8 +332,9 @@ class Controller:
             if not validate_only:
                 await self._run(result)
 
-    async def alter_broker_configs(self, name: str, changes: Mapping[str, Change], replace: bool,
-                                   validate_only: bool) -> None:
+    async def alter_broker_configs(
+        self, name: str, changes: Mapping[str, Change], replace: bool, validate_only: bool
+    ) -> None:
         """Dynamic broker configs: `name` "" for the cluster default or a broker id
         (config_control.py); every broker applies them without a restart."""
         if self._forward():
@@ -312,8 +344,9 @@ class Controller:
             if not validate_only:
                 await self._run(result)
 
-    async def alter_client_metrics_configs(self, name: str, changes: Mapping[str, Change], replace: bool,
-                                           validate_only: bool) -> None:
+    async def alter_client_metrics_configs(
+        self, name: str, changes: Mapping[str, Change], replace: bool, validate_only: bool
+    ) -> None:
         """Set (value) or delete (None) keys of a client-metrics subscription (KIP-714,
         config_control.py); deleting every key deletes it."""
         if self._forward():
@@ -325,9 +358,9 @@ class Controller:
 
     # --- SCRAM credentials, client quotas, ACLs ------------------------------------------
 
-    async def alter_scram_credentials(self, deletions: list[tuple[str, str]],
-                                      upsertions: list[tuple[str, str, int, bytes, bytes]]
-                                      ) -> list[tuple[str, ErrorCode, str | None]]:
+    async def alter_scram_credentials(
+        self, deletions: list[tuple[str, str]], upsertions: list[tuple[str, str, int, bytes, bytes]]
+    ) -> list[tuple[str, ErrorCode, str | None]]:
         """AlterUserScramCredentials (scram_control.py): (user, error, message) per user."""
         if self._forward():
             return await self.forwarder.alter_scram_credentials(deletions, upsertions)
@@ -336,14 +369,16 @@ class Controller:
 
     # --- delegation tokens (delegation_token_control.py) ----------------------------------
 
-    async def create_delegation_token(self, owner: str, requester: str, renewers: list[str],
-                                      max_lifetime_ms: int) -> DelegationToken:
+    async def create_delegation_token(
+        self, owner: str, requester: str, renewers: list[str], max_lifetime_ms: int
+    ) -> DelegationToken:
         """CreateDelegationToken: the new token, once in this node's image. ControllerError."""
         if self._forward():
             return await self.forwarder.create_delegation_token(owner, renewers, max_lifetime_ms)
         async with self._lock:
-            return await self._run(self.delegation_tokens.create(new_token_id(), owner, requester, renewers,
-                                                                 max_lifetime_ms, _now_ms()))
+            return await self._run(
+                self.delegation_tokens.create(new_token_id(), owner, requester, renewers, max_lifetime_ms, _now_ms())
+            )
 
     async def renew_delegation_token(self, token_id: str, hmac: bytes, period_ms: int) -> int:
         """RenewDelegationToken: the new expiry (epoch ms). ControllerError."""
@@ -373,10 +408,9 @@ class Controller:
             except ControllerError as e:
                 log.info("removing expired delegation tokens failed (tried again in an interval): %s", e.message)
 
-    async def alter_client_quotas(self, entries: list[tuple[list[tuple[str, str | None]],
-                                                            list[tuple[str, float, bool]]]],
-                                  validate_only: bool) -> list[tuple[list[tuple[str, str | None]], ErrorCode,
-                                                                     str | None]]:
+    async def alter_client_quotas(
+        self, entries: list[tuple[list[tuple[str, str | None]], list[tuple[str, float, bool]]]], validate_only: bool
+    ) -> list[tuple[list[tuple[str, str | None]], ErrorCode, str | None]]:
         """AlterClientQuotas (client_quota_control.py): per entry the entity as sent, an
         error and a message, in order; nothing written with `validate_only`."""
         if self._forward():
@@ -392,8 +426,9 @@ class Controller:
         async with self._lock:
             return await self._run(self.acls.create(self.image, bindings))
 
-    async def delete_acls(self, filters: list[AclBindingFilter]
-                          ) -> list[tuple[ErrorCode, str | None, list[AclBinding]]]:
+    async def delete_acls(
+        self, filters: list[AclBindingFilter]
+    ) -> list[tuple[ErrorCode, str | None, list[AclBinding]]]:
         """DeleteAcls (acl_control.py): (error, message, the ACLs deleted) for each filter."""
         if self._forward():
             return await self.forwarder.delete_acls(filters)
@@ -413,8 +448,9 @@ class Controller:
                 if not self.image.voters and directory:  # a joined node knows no configured voters
                     await self.quorum.write([voters_record(directory)])
 
-    async def update_features(self, updates: list[tuple[str, int, int]], validate_only: bool
-                              ) -> list[tuple[str, ErrorCode, str | None]]:
+    async def update_features(
+        self, updates: list[tuple[str, int, int]], validate_only: bool
+    ) -> list[tuple[str, ErrorCode, str | None]]:
         """UpdateFeatures: (feature, error, message) per (feature, max level, upgrade type)."""
         if self._forward():
             return await self.forwarder.update_features(updates, validate_only)
@@ -466,14 +502,16 @@ class Controller:
 
     # --- leader elections asked for (ElectLeaders, auto.leader.rebalance.enable) -----
 
-    async def elect_leaders(self, election_type: int, partitions: list[tuple[str, list[int]]] | None
-                            ) -> list[tuple[str, int, ErrorCode, str]]:
+    async def elect_leaders(
+        self, election_type: int, partitions: list[tuple[str, list[int]]] | None
+    ) -> list[tuple[str, int, ErrorCode, str]]:
         """ElectLeaders: preferred (0) or unclean (1) election for `partitions` (None: every
         partition; then partitions that need no election are left out of the result, as
         Kafka does). Returns (topic, partition, error, message) per partition."""
         if election_type not in (elections.PREFERRED, elections.UNCLEAN):
-            raise ControllerError(ErrorCode.INVALID_REQUEST, f"election type {election_type} is not 0 (preferred) "
-                                                             "or 1 (unclean)")
+            raise ControllerError(
+                ErrorCode.INVALID_REQUEST, f"election type {election_type} is not 0 (preferred) or 1 (unclean)"
+            )
         if self._forward():
             return await self.forwarder.elect_leaders(election_type, partitions)
         async with self._lock:
@@ -492,33 +530,45 @@ class Controller:
 
     # --- partition reassignment (KIP-455, reassignment.py) -------------------------------
 
-    async def alter_reassignments(self, items: list[tuple[str, int, list[int] | None]],
-                                  allow_replication_factor_change: bool = True
-                                  ) -> list[tuple[str, int, ErrorCode, str]]:
+    async def alter_reassignments(
+        self, items: list[tuple[str, int, list[int] | None]], allow_replication_factor_change: bool = True
+    ) -> list[tuple[str, int, ErrorCode, str]]:
         """AlterPartitionReassignments: start (a target) or cancel (None) the reassignment of
         each (topic, partition); returns (topic, partition, error, message) for each, and
         commits the ones that were accepted together."""
         if self._forward():
             return await self.forwarder.alter_reassignments(items, allow_replication_factor_change)
         async with self._lock:
-            return await self._run(self.replication.alter_reassignments(self.image, items,
-                                                                        allow_replication_factor_change))
+            return await self._run(
+                self.replication.alter_reassignments(self.image, items, allow_replication_factor_change)
+            )
 
-    def list_reassignments(self, partitions: list[tuple[str, list[int]]] | None
-                           ) -> list[tuple[str, int, list[int], list[int], list[int]]]:
+    def list_reassignments(
+        self, partitions: list[tuple[str, list[int]]] | None
+    ) -> list[tuple[str, int, list[int], list[int], list[int]]]:
         """Reassignments in progress: (topic, partition, replicas, adding, removing)."""
         return self.replication.list_reassignments(self.image, partitions)
 
     # --- ISR changes (AlterPartition) ------------------------------------------------
 
-    async def alter_partition(self, broker_id: int, broker_epoch: int, topic_id: uuid.UUID, partition: int,
-                              leader_epoch: int, partition_epoch: int,
-                              new_isr: list[int]) -> tuple[ErrorCode, str, PartitionState | None]:
+    async def alter_partition(
+        self,
+        broker_id: int,
+        broker_epoch: int,
+        topic_id: uuid.UUID,
+        partition: int,
+        leader_epoch: int,
+        partition_epoch: int,
+        new_isr: list[int],
+    ) -> tuple[ErrorCode, str, PartitionState | None]:
         """A partition leader asks to change its ISR (replication_control.py has the checks).
         Returns (error, message, the partition's state after the request)."""
         async with self._lock:
-            code, message, state = await self._run(self.replication.alter_partition(
-                self.image, broker_id, broker_epoch, topic_id, partition, leader_epoch, partition_epoch, new_isr))
+            code, message, state = await self._run(
+                self.replication.alter_partition(
+                    self.image, broker_id, broker_epoch, topic_id, partition, leader_epoch, partition_epoch, new_isr
+                )
+            )
             if code == ErrorCode.NONE and state is not None:
                 topic = self.image.topic_by_id(topic_id)  # as applied
                 state = topic.partitions.get(partition, state) if topic is not None else state

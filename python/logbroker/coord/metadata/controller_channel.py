@@ -30,26 +30,33 @@ import contextvars
 import itertools
 import logging
 import struct
-from typing import Callable
+from collections.abc import Callable
 
 import trio
 
+from logbroker.coord.framing import MAX_FRAME, read_frame
 from logbroker.coord.peer_sasl import PeerAuthenticationFailed
 from logbroker.coord.peer_security import PLAINTEXT, PeerSecurity
-from logbroker.coord.framing import MAX_FRAME, read_frame
 from logbroker.log_format import fields
 from logbroker.protocol import API_NAMES, ProtocolError, decode_response, encode_request
 
 log = logging.getLogger("logbroker.controller")
 
-__all__ = ["CONTROLLER_APIS", "ControllerClient", "ControllerUnavailable", "serve_kafka_connection",
-           "serving_controller_listener"]
+__all__ = [
+    "CONTROLLER_APIS",
+    "ControllerClient",
+    "ControllerUnavailable",
+    "serve_kafka_connection",
+    "serving_controller_listener",
+]
 
-CONTROLLER_APIS = frozenset({18, 19, 20, 37, 32, 33, 44, 60, 55, 63, 56, 43, 45, 46, 51, 30, 31, 49, 57, 80, 81,
-                             38, 39, 40})
+CONTROLLER_APIS = frozenset(
+    {18, 19, 20, 37, 32, 33, 44, 60, 55, 63, 56, 43, 45, 46, 51, 30, 31, 49, 57, 80, 81, 38, 39, 40}
+)
 
 serving_controller_listener: contextvars.ContextVar[bool] = contextvars.ContextVar(
-    "serving_controller_listener", default=False)
+    "serving_controller_listener", default=False
+)
 
 _LEN = struct.Struct(">i")
 
@@ -58,8 +65,9 @@ class ControllerUnavailable(Exception):
     """No active controller answered before the deadline (the message says what was tried)."""
 
 
-async def serve_kafka_connection(stream: trio.abc.Stream, buf: bytearray, peer: str,
-                                 handle_frame, max_frame: int, session_ends: float = float("inf")) -> None:
+async def serve_kafka_connection(
+    stream: trio.abc.Stream, buf: bytearray, peer: str, handle_frame, max_frame: int, session_ends: float = float("inf")
+) -> None:
     """Serve Kafka requests on a controller-listener connection whose first bytes are in
     `buf`; `handle_frame(frame, peer)` returns the response chunks (or None). A request that
     arrives once the connection's SASL session has ended (`session_ends`, trio clock; KIP-368)
@@ -74,8 +82,12 @@ async def serve_kafka_connection(stream: trio.abc.Stream, buf: bytearray, peer: 
         if frame is None:
             return
         if trio.current_time() >= session_ends:
-            log.info("controller listener: the SASL session of %s ended (connections.max.reauth.ms) and it sent a "
-                     "request instead of dialling again; closing", peer, extra=fields(peer=peer))
+            log.info(
+                "controller listener: the SASL session of %s ended (connections.max.reauth.ms) and it sent a "
+                "request instead of dialling again; closing",
+                peer,
+                extra=fields(peer=peer),
+            )
             return
         try:
             chunks = await handle_frame(frame, peer)
@@ -84,8 +96,9 @@ async def serve_kafka_connection(stream: trio.abc.Stream, buf: bytearray, peer: 
             return
         except Exception:
             # a bug in a handler costs this connection, never the node
-            log.exception("controller listener: internal error serving %s; connection closed", peer,
-                          extra=fields(peer=peer))
+            log.exception(
+                "controller listener: internal error serving %s; connection closed", peer, extra=fields(peer=peer)
+            )
             return
         if chunks:
             await stream.send_all(b"".join(bytes(c) for c in chunks))
@@ -97,8 +110,14 @@ class ControllerClient:
     `leader()` gives the current Raft leader's node id (0 while none is known) and
     `voters` each voter's controller listener address."""
 
-    def __init__(self, node_id: int, voters: dict[int, tuple[str, int]], leader: Callable[[], int],
-                 purpose: str, security: PeerSecurity = PLAINTEXT) -> None:
+    def __init__(
+        self,
+        node_id: int,
+        voters: dict[int, tuple[str, int]],
+        leader: Callable[[], int],
+        purpose: str,
+        security: PeerSecurity = PLAINTEXT,
+    ) -> None:
         self.node_id = node_id
         self.security = security
         self.voters = voters
@@ -117,8 +136,9 @@ class ControllerClient:
             with trio.CancelScope(shield=True):
                 await stream.aclose()
 
-    async def request(self, api_key: int, version: int, body, timeout: float,
-                      retry_on: Callable[[object], bool] | None = None):
+    async def request(
+        self, api_key: int, version: int, body, timeout: float, retry_on: Callable[[object], bool] | None = None
+    ):
         """Send `body` to the active controller and return its response; waits for a leader
         and retries lost connections (and responses for which `retry_on` is true, e.g.
         NOT_CONTROLLER) until `timeout` seconds have passed, then ControllerUnavailable."""
@@ -154,7 +174,8 @@ class ControllerClient:
                 return response
         raise ControllerUnavailable(
             f"node {self.node_id}: {name} ({self.purpose}) got no answer from the active controller "
-            f"within {timeout:.1f} s; last: {last}")
+            f"within {timeout:.1f} s; last: {last}"
+        )
 
     async def _roundtrip(self, to: int, api_key: int, version: int, body):
         if self._stream is None or self._to != to or trio.current_time() >= self._renew_at:
@@ -176,4 +197,3 @@ class ControllerClient:
         if got != corr:
             raise ProtocolError(f"response correlation id {got}, expected {corr}")
         return response
-

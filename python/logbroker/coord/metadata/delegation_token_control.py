@@ -28,8 +28,10 @@ def _live(image: MetadataImage, token_id: str, now_ms: int) -> DelegationToken:
     if token is None:
         raise ControllerError(ErrorCode.DELEGATION_TOKEN_NOT_FOUND, f"delegation token {token_id} does not exist")
     if token.expiry_ms < now_ms:
-        raise ControllerError(ErrorCode.DELEGATION_TOKEN_EXPIRED, f"delegation token {token_id} expired at "
-                                                                  f"{token.expiry_ms} (now {now_ms})")
+        raise ControllerError(
+            ErrorCode.DELEGATION_TOKEN_EXPIRED,
+            f"delegation token {token_id} expired at {token.expiry_ms} (now {now_ms})",
+        )
     return token
 
 
@@ -38,35 +40,71 @@ class DelegationTokenControlManager:
         self.max_lifetime_ms = max_lifetime_ms
         self.expiry_time_ms = expiry_time_ms
 
-    def create(self, token_id: str, owner: str, requester: str, renewers: list[str], max_lifetime_ms: int,
-               now_ms: int) -> ControllerResult[DelegationToken]:
+    def create(
+        self, token_id: str, owner: str, requester: str, renewers: list[str], max_lifetime_ms: int, now_ms: int
+    ) -> ControllerResult[DelegationToken]:
         life = min(max_lifetime_ms, self.max_lifetime_ms) if max_lifetime_ms > 0 else self.max_lifetime_ms
-        token = DelegationToken(token_id, owner, requester, tuple(renewers), now_ms, now_ms + life,
-                                min(now_ms + self.expiry_time_ms, now_ms + life))
-        return ControllerResult([encode_record("DelegationToken", **token.to_json())], token,
-                                [(f"delegation token {token_id}: created for {owner} (requested by {requester}), "
-                                  f"expires at {token.expiry_ms}, at most {token.max_ms}", {})])
+        token = DelegationToken(
+            token_id,
+            owner,
+            requester,
+            tuple(renewers),
+            now_ms,
+            now_ms + life,
+            min(now_ms + self.expiry_time_ms, now_ms + life),
+        )
+        return ControllerResult(
+            [encode_record("DelegationToken", **token.to_json())],
+            token,
+            [
+                (
+                    f"delegation token {token_id}: created for {owner} (requested by {requester}), "
+                    f"expires at {token.expiry_ms}, at most {token.max_ms}",
+                    {},
+                )
+            ],
+        )
 
     def renew(self, image: MetadataImage, token_id: str, period_ms: int, now_ms: int) -> ControllerResult[int]:
         token = _live(image, token_id, now_ms)
         expiry = min(now_ms + (period_ms if period_ms >= 0 else self.expiry_time_ms), token.max_ms)
-        renewed = DelegationToken(token.token_id, token.owner, token.requester, token.renewers, token.issue_ms,
-                                  token.max_ms, max(expiry, token.issue_ms))
-        return ControllerResult([encode_record("DelegationToken", **renewed.to_json())], renewed.expiry_ms,
-                                [(f"delegation token {token_id}: renewed until {renewed.expiry_ms}", {})])
+        renewed = DelegationToken(
+            token.token_id,
+            token.owner,
+            token.requester,
+            token.renewers,
+            token.issue_ms,
+            token.max_ms,
+            max(expiry, token.issue_ms),
+        )
+        return ControllerResult(
+            [encode_record("DelegationToken", **renewed.to_json())],
+            renewed.expiry_ms,
+            [(f"delegation token {token_id}: renewed until {renewed.expiry_ms}", {})],
+        )
 
     def expire(self, image: MetadataImage, token_id: str, period_ms: int, now_ms: int) -> ControllerResult[int]:
         token = _live(image, token_id, now_ms)
         if period_ms < 0:
-            return ControllerResult([encode_record("RemoveDelegationToken", token_id=token_id)], now_ms,
-                                    [(f"delegation token {token_id}: expired now, removed", {})])
+            return ControllerResult(
+                [encode_record("RemoveDelegationToken", token_id=token_id)],
+                now_ms,
+                [(f"delegation token {token_id}: expired now, removed", {})],
+            )
         expiry = max(min(now_ms + period_ms, token.max_ms), token.issue_ms)
-        changed = DelegationToken(token.token_id, token.owner, token.requester, token.renewers, token.issue_ms,
-                                  token.max_ms, expiry)
-        return ControllerResult([encode_record("DelegationToken", **changed.to_json())], expiry,
-                                [(f"delegation token {token_id}: expires at {expiry}", {})])
+        changed = DelegationToken(
+            token.token_id, token.owner, token.requester, token.renewers, token.issue_ms, token.max_ms, expiry
+        )
+        return ControllerResult(
+            [encode_record("DelegationToken", **changed.to_json())],
+            expiry,
+            [(f"delegation token {token_id}: expires at {expiry}", {})],
+        )
 
     def expire_due(self, image: MetadataImage, now_ms: int) -> ControllerResult[list[str]]:
         due = sorted(i for i, t in image.delegation_tokens.items() if t.expiry_ms < now_ms)
-        return ControllerResult([encode_record("RemoveDelegationToken", token_id=i) for i in due], due,
-                                [(f"delegation token {i}: expired, removed", {}) for i in due])
+        return ControllerResult(
+            [encode_record("RemoveDelegationToken", token_id=i) for i in due],
+            due,
+            [(f"delegation token {i}: expired, removed", {}) for i in due],
+        )

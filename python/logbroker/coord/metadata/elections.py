@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
 from logbroker.coord.metadata.metadata import MetadataImage, PartitionState, TopicState
 from logbroker.coord.metadata.metadata_records import NO_LEADER
@@ -57,10 +57,13 @@ def change(ps: PartitionState, leader: int, isr: list[int]) -> None:
     ps.leader, ps.isr = leader, list(isr)
 
 
-def elect_for_brokers(image: MetadataImage, gone: set[int], unclean_allowed: Callable[[TopicState], bool],
-                      returning: frozenset[int] = frozenset(),
-                      among: Iterable[tuple[TopicState, PartitionState]] | None = None,
-                      ) -> list[tuple[TopicState, PartitionState, Election | None]]:
+def elect_for_brokers(
+    image: MetadataImage,
+    gone: set[int],
+    unclean_allowed: Callable[[TopicState], bool],
+    returning: frozenset[int] = frozenset(),
+    among: Iterable[tuple[TopicState, PartitionState]] | None = None,
+) -> list[tuple[TopicState, PartitionState, Election | None]]:
     """Move leaderships off `gone` (brokers being fenced) and onto live ISR members where a
     partition has no live leader, or (where the topic allows it) onto any live replica; a
     fenced broker leaves every ISR it is not the last member of. `returning` brokers count
@@ -84,8 +87,9 @@ def elect_for_brokers(image: MetadataImage, gone: set[int], unclean_allowed: Cal
                     isr = [leader]
         if (leader, isr) == (ps.leader, ps.isr):
             continue
-        election = Election(t.name, ps.partition, ps.leader, leader, unclean, tuple(ps.isr)) \
-            if leader != ps.leader else None
+        election = (
+            Election(t.name, ps.partition, ps.leader, leader, unclean, tuple(ps.isr)) if leader != ps.leader else None
+        )
         new = dataclasses.replace(ps)
         change(new, leader, isr)
         out.append((t, new, election))
@@ -99,9 +103,11 @@ def elect_preferred(image: MetadataImage, t: TopicState, ps: PartitionState) -> 
     if ps.leader == preferred:
         return ErrorCode.ELECTION_NOT_NEEDED, f"{name} is already led by its preferred replica {preferred}"
     if preferred not in live_brokers(image) or preferred not in ps.isr:
-        return (ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE,
-                f"preferred replica {preferred} of {name} is " + ("not in the ISR " + str(ps.isr)
-                                                                   if preferred in live_brokers(image) else "fenced"))
+        return (
+            ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE,
+            f"preferred replica {preferred} of {name} is "
+            + ("not in the ISR " + str(ps.isr) if preferred in live_brokers(image) else "fenced"),
+        )
     change(ps, preferred, ps.isr)
     return ErrorCode.NONE, ""
 
@@ -119,8 +125,7 @@ def elect_unclean(image: MetadataImage, t: TopicState, ps: PartitionState) -> tu
         return ErrorCode.NONE, "", False
     leader = next((r for r in ps.replicas if r in live), NO_LEADER)
     if leader == NO_LEADER:
-        return (ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE,
-                f"no replica of {name} ({ps.replicas}) is alive", False)
+        return (ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE, f"no replica of {name} ({ps.replicas}) is alive", False)
     change(ps, leader, [leader])
     return ErrorCode.NONE, "", True
 
@@ -128,18 +133,30 @@ def elect_unclean(image: MetadataImage, t: TopicState, ps: PartitionState) -> tu
 def imbalanced(image: MetadataImage) -> list[tuple[TopicState, PartitionState]]:
     """Partitions whose preferred replica is live and in the ISR but does not lead."""
     live = live_brokers(image)
-    return [(t, ps) for t in image.topics.values() for ps in t.partitions.values()
-            if ps.leader != ps.preferred_leader and ps.preferred_leader in live and ps.preferred_leader in ps.isr]
+    return [
+        (t, ps)
+        for t in image.topics.values()
+        for ps in t.partitions.values()
+        if ps.leader != ps.preferred_leader and ps.preferred_leader in live and ps.preferred_leader in ps.isr
+    ]
 
 
 def log_unclean(e: Election) -> None:
-    log.warning("UNCLEAN leader election for %s-%d: no live in-sync replica (ISR was %s); replica %d leads with an "
-                "ISR of itself. Records acknowledged by the old ISR beyond replica %d's log end are lost.",
-                e.topic, e.partition, list(e.old_isr), e.new_leader, e.new_leader,
-                extra=fields(topic=e.topic, partition=e.partition, peer=e.new_leader))
+    log.warning(
+        "UNCLEAN leader election for %s-%d: no live in-sync replica (ISR was %s); replica %d leads with an "
+        "ISR of itself. Records acknowledged by the old ISR beyond replica %d's log end are lost.",
+        e.topic,
+        e.partition,
+        list(e.old_isr),
+        e.new_leader,
+        e.new_leader,
+        extra=fields(topic=e.topic, partition=e.partition, peer=e.new_leader),
+    )
 
 
 def summary(moved: list[Election], limit: int = 10) -> str:
-    text = ", ".join(f"{e.topic}-{e.partition} {e.old_leader}->{e.new_leader}" + (" (unclean)" if e.unclean else "")
-                     for e in moved[:limit])
+    text = ", ".join(
+        f"{e.topic}-{e.partition} {e.old_leader}->{e.new_leader}" + (" (unclean)" if e.unclean else "")
+        for e in moved[:limit]
+    )
     return text + (f" and {len(moved) - limit} more" if len(moved) > limit else "") if moved else "none"

@@ -88,11 +88,14 @@ class FeatureControlManager:
             return ControllerResult([], None)
         levels = bootstrap_levels(self.config)
         return ControllerResult(
-            [encode_record("FeatureLevel", name=n, level=v) for n, v in sorted(levels.items()) if v > 0], None,
-            [("finalized features: " + ", ".join(f"{n}={v}" for n, v in sorted(levels.items())), {})])
+            [encode_record("FeatureLevel", name=n, level=v) for n, v in sorted(levels.items()) if v > 0],
+            None,
+            [("finalized features: " + ", ".join(f"{n}={v}" for n, v in sorted(levels.items())), {})],
+        )
 
-    def update(self, image: MetadataImage, updates: list[tuple[str, int, int]]
-               ) -> ControllerResult[list[FeatureResult]]:
+    def update(
+        self, image: MetadataImage, updates: list[tuple[str, int, int]]
+    ) -> ControllerResult[list[FeatureResult]]:
         """UpdateFeatures: (feature, new max level, upgrade type) each; the response is
         (feature, error, message) each, and either every change is written or none."""
         results: list[FeatureResult] = []
@@ -125,13 +128,19 @@ class FeatureControlManager:
         level = max(level, 0)
         current = image.features.get(name, 0)
         if level > hi or (level < lo and level != 0) or (name == METADATA_VERSION and level < lo):
-            return (f"feature {name}: level {level} is outside the supported range [{lo}, {hi}] of the brokers in "
-                    f"the cluster")
+            return (
+                f"feature {name}: level {level} is outside the supported range [{lo}, {hi}] of the brokers in "
+                f"the cluster"
+            )
         if level < current:
             if name == METADATA_VERSION:
-                return (f"feature {name}: downgrading from {current} to {level} is not supported (metadata.version "
-                        "only moves up)")
+                return (
+                    f"feature {name}: downgrading from {current} to {level} is not supported (metadata.version "
+                    "only moves up)"
+                )
             if upgrade_type == UPGRADE:
-                return (f"feature {name}: cannot downgrade from {current} to {level} without the upgrade type set to "
-                        "safe (2) or unsafe (3) downgrade")
+                return (
+                    f"feature {name}: cannot downgrade from {current} to {level} without the upgrade type set to "
+                    "safe (2) or unsafe (3) downgrade"
+                )
         return None

@@ -40,8 +40,8 @@ import re
 import uuid
 from pathlib import Path
 
-from logbroker.common.files import fsync_dir
 from logbroker.common import directory_id as directory_ids
+from logbroker.common.files import fsync_dir
 from logbroker.common.sasl_scram import ScramCredential
 from logbroker.coord.metadata import client_quotas
 
@@ -143,8 +143,15 @@ class AclBinding:
         """The inverse of `to_json`; KeyError for a missing field, ValueError for a bad value
         (a field of the wrong type, a pattern type other than LITERAL/PREFIXED, a permission
         other than DENY/ALLOW, an empty resource name)."""
-        acl = cls(doc["resource_type"], doc["resource_name"], doc["pattern_type"], doc["principal"], doc["host"],
-                  doc["operation"], doc["permission_type"])
+        acl = cls(
+            doc["resource_type"],
+            doc["resource_name"],
+            doc["pattern_type"],
+            doc["principal"],
+            doc["host"],
+            doc["operation"],
+            doc["permission_type"],
+        )
         for f in dataclasses.fields(cls):
             value, kind = getattr(acl, f.name), (str if f.type == "str" else int)
             if not isinstance(value, kind) or isinstance(value, bool):
@@ -179,7 +186,8 @@ class AclBindingFilter:
             (self.principal is None or self.principal == acl.principal)
             and (self.host is None or self.host == acl.host)
             and self.operation in (ACL_ANY, acl.operation)
-            and self.permission_type in (ACL_ANY, acl.permission_type))
+            and self.permission_type in (ACL_ANY, acl.permission_type)
+        )
 
     def _matches_pattern(self, acl: AclBinding) -> bool:
         if self.resource_type not in (ACL_ANY, acl.resource_type):
@@ -211,16 +219,28 @@ class DelegationToken:
     expiry_ms: int
 
     def to_json(self) -> dict:
-        return {"token_id": self.token_id, "owner": self.owner, "requester": self.requester,
-                "renewers": list(self.renewers), "issue_ms": self.issue_ms, "max_ms": self.max_ms,
-                "expiry_ms": self.expiry_ms}
+        return {
+            "token_id": self.token_id,
+            "owner": self.owner,
+            "requester": self.requester,
+            "renewers": list(self.renewers),
+            "issue_ms": self.issue_ms,
+            "max_ms": self.max_ms,
+            "expiry_ms": self.expiry_ms,
+        }
 
     @classmethod
     def from_json(cls, doc: dict) -> DelegationToken:
         """The inverse of `to_json`; KeyError or ValueError for a missing or bad field."""
-        token = cls(str(doc["token_id"]), str(doc["owner"]), str(doc["requester"]),
-                    tuple(str(r) for r in doc["renewers"]), int(doc["issue_ms"]), int(doc["max_ms"]),
-                    int(doc["expiry_ms"]))
+        token = cls(
+            str(doc["token_id"]),
+            str(doc["owner"]),
+            str(doc["requester"]),
+            tuple(str(r) for r in doc["renewers"]),
+            int(doc["issue_ms"]),
+            int(doc["max_ms"]),
+            int(doc["expiry_ms"]),
+        )
         if not token.token_id or not token.owner.startswith("User:"):
             raise ValueError(f"token {token.token_id!r}: an id and an owner User:<name> are needed")
         return token
@@ -294,8 +314,10 @@ class MetadataImage:
             "group_configs": {g: dict(sorted(c.items())) for g, c in sorted(self.group_configs.items())},
             "broker_configs": {b: dict(sorted(c.items())) for b, c in sorted(self.broker_configs.items())},
             "client_metrics": {n: dict(sorted(c.items())) for n, c in sorted(self.client_metrics.items())},
-            "scram_credentials": {u: {m: c.to_json() for m, c in sorted(creds.items())}
-                                  for u, creds in sorted(self.scram_credentials.items())},
+            "scram_credentials": {
+                u: {m: c.to_json() for m, c in sorted(creds.items())}
+                for u, creds in sorted(self.scram_credentials.items())
+            },
             "acls": {i: a.to_json() for i, a in sorted(self.acls.items())},
             "client_quotas": client_quotas.to_json(self.client_quotas),
             "features": dict(sorted(self.features.items())),
@@ -312,8 +334,10 @@ class MetadataImage:
             parts = {p["partition"]: PartitionState(**p) for p in t["partitions"]}
             topics[t["name"]] = TopicState(t["name"], uuid.UUID(hex=t["topic_id"]), parts, dict(t.get("configs", {})))
         groups = {g: dict(c) for g, c in doc.get("group_configs", {}).items()}
-        scram = {u: {m: ScramCredential.from_json(m, c) for m, c in creds.items()}
-                 for u, creds in doc.get("scram_credentials", {}).items()}
+        scram = {
+            u: {m: ScramCredential.from_json(m, c) for m, c in creds.items()}
+            for u, creds in doc.get("scram_credentials", {}).items()
+        }
         acls = {i: AclBinding.from_json(a) for i, a in doc.get("acls", {}).items()}
         quotas = client_quotas.from_json(doc.get("client_quotas", []))
         features = {str(k): int(v) for k, v in doc.get("features", {}).items()}
@@ -322,10 +346,24 @@ class MetadataImage:
         voters = {int(n): list(e) for n, e in doc.get("voters", {}).items()}
         client_metrics = {str(n): dict(c) for n, c in doc.get("client_metrics", {}).items()}
         tokens = {str(i): DelegationToken.from_json(t) for i, t in doc.get("delegation_tokens", {}).items()}
-        return cls(doc["cluster_id"], controller_id, brokers, topics, int(doc.get("next_producer_id", 0)), groups,
-                   scram, acls, quotas, features=features, features_epoch=int(doc.get("features_epoch", 0)),
-                   broker_configs=broker_configs, controllers=controllers, voters=voters,
-                   client_metrics=client_metrics, delegation_tokens=tokens)
+        return cls(
+            doc["cluster_id"],
+            controller_id,
+            brokers,
+            topics,
+            int(doc.get("next_producer_id", 0)),
+            groups,
+            scram,
+            acls,
+            quotas,
+            features=features,
+            features_epoch=int(doc.get("features_epoch", 0)),
+            broker_configs=broker_configs,
+            controllers=controllers,
+            voters=voters,
+            client_metrics=client_metrics,
+            delegation_tokens=tokens,
+        )
 
 
 class MetadataStore:
@@ -378,7 +416,7 @@ class MetadataStore:
         path = self.data_dir / "meta.properties"
         tmp = path.with_suffix(".tmp")
         directory_id = directory_id or directory_ids.new()
-        tmp.write_text(f"#logbroker\nversion=1\ncluster.id={cluster_id}\nnode.id={node_id}\n"
-                       f"directory.id={directory_id}\n")
+        tmp.write_text(
+            f"#logbroker\nversion=1\ncluster.id={cluster_id}\nnode.id={node_id}\ndirectory.id={directory_id}\n"
+        )
         os.replace(tmp, path)
-

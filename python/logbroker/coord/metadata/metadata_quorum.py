@@ -36,37 +36,35 @@ import hashlib
 import json
 import logging
 import time
-from typing import Awaitable, Callable
+from collections.abc import Awaitable, Callable
 
 import trio
 
-from logbroker import _core
-from logbroker import gc_policy
+from logbroker import _core, gc_policy
 from logbroker.common import directory_id as dir_ids
 from logbroker.common.config import BrokerConfig, ConfigError, new_cluster_id
 from logbroker.coord.metadata.metadata import BrokerRegistration, MetadataImage, MetadataStore
 from logbroker.coord.metadata.metadata_delta import MetadataDelta
-from logbroker.coord.metadata.producer_id_control import ProducerIdControlManager
 from logbroker.coord.metadata.metadata_records import (
     MetadataRecordError,
-    voters_record,
     apply_record,
     decode_batch,
     encode_batch,
     encode_record,
     image_of_snapshot_doc,
     snapshot_doc,
+    voters_record,
 )
+from logbroker.coord.metadata.producer_id_control import ProducerIdControlManager
 from logbroker.coord.metadata.quorum import QuorumDriver, QuorumTimeout
-from logbroker.coord.peer_security import PLAINTEXT, controller_sasl, controller_security, server_context
 from logbroker.coord.metadata.quorum_transport import KafkaConnection, QuorumTransport
+from logbroker.coord.peer_security import PLAINTEXT, controller_sasl, controller_security, server_context
 from logbroker.log_format import fields
 from logbroker.protocol import ErrorCode
 
 log = logging.getLogger("logbroker.quorum")
 
 __all__ = ["MetadataQuorum", "VoterChangeError", "derived_cluster_id", "node_cluster_id"]
-
 
 
 class VoterChangeError(Exception):
@@ -88,6 +86,7 @@ def config_directory_id(config: BrokerConfig) -> str:
     except OSError:
         pass
     return dir_ids.ZERO
+
 
 # The election timeout is this many ticks (raft-rs randomises it up to twice that); a leader
 # heartbeats every HEARTBEAT_TICKS, a fifth of it.
@@ -115,8 +114,10 @@ def node_cluster_id(config: BrokerConfig, store: MetadataStore) -> str:
     meta = store.read_meta_properties()
     node_id = config.node_id
     if meta.get("node.id") and int(meta["node.id"]) != node_id:
-        raise ConfigError(f"data directory {store.data_dir} belongs to node.id {meta['node.id']}, "
-                          f"but this broker is node.id {node_id}")
+        raise ConfigError(
+            f"data directory {store.data_dir} belongs to node.id {meta['node.id']}, "
+            f"but this broker is node.id {node_id}"
+        )
     configured = config.get_str("cluster.id")
     voters = config.quorum_voters
     if voters:
@@ -126,8 +127,10 @@ def node_cluster_id(config: BrokerConfig, store: MetadataStore) -> str:
         cluster_id = configured or meta.get("cluster.id") or new_cluster_id()
         source = f"cluster.id is set to {cluster_id}"
     if meta.get("cluster.id") and meta["cluster.id"] != cluster_id:
-        raise ConfigError(f"data directory {store.data_dir} belongs to cluster {meta['cluster.id']}, but this node "
-                          f"is {source}; refusing to start")
+        raise ConfigError(
+            f"data directory {store.data_dir} belongs to cluster {meta['cluster.id']}, but this node "
+            f"is {source}; refusing to start"
+        )
     if not meta:
         store.data_dir.mkdir(parents=True, exist_ok=True)
         store.write_meta_properties(cluster_id, node_id)
@@ -138,8 +141,9 @@ def node_cluster_id(config: BrokerConfig, store: MetadataStore) -> str:
         found = other.read_meta_properties()
         for key, want in (("node.id", str(node_id)), ("cluster.id", cluster_id)):
             if found.get(key) and found[key] != want:
-                raise ConfigError(f"log directory {d} belongs to {key} {found[key]}, but this broker's is {want}; "
-                                  f"refusing to start")
+                raise ConfigError(
+                    f"log directory {d} belongs to {key} {found[key]}, but this broker's is {want}; refusing to start"
+                )
         if not found.get("directory.id"):
             d.mkdir(parents=True, exist_ok=True)
             other.write_meta_properties(cluster_id, node_id)
@@ -155,7 +159,8 @@ class MetadataQuorum:
         # controller listener it has no address); a node joining through bootstrap servers
         # knows none until the leader's snapshot tells it
         self.static_voters = config.quorum_voters or (
-            {} if self.bootstrap else {local.node_id: config.controller_listen or ("", 0)})
+            {} if self.bootstrap else {local.node_id: config.controller_listen or ("", 0)}
+        )
         # the current voters -> controller listener: the Raft configuration's voters, found in
         # the image's voter directory (Voters records); see `_refresh_voters`
         self.voters = dict(self.static_voters)
@@ -169,14 +174,17 @@ class MetadataQuorum:
         # a single node without a controller listener dials no one: no controller security to set up
         dials = config.in_cluster or serving
         self.transport = QuorumTransport(
-            local.node_id, cluster_id, self.voters, observer=self.observer,
+            local.node_id,
+            cluster_id,
+            self.voters,
+            observer=self.observer,
             security=controller_security(config) if dials else PLAINTEXT,
-            server_tls=server_context(config, config.get_str("controller.listener.names").upper())
-            if serving else None,
+            server_tls=server_context(config, config.get_str("controller.listener.names").upper()) if serving else None,
             sasl=controller_sasl(config, lambda: self.image) if serving else None,
             sasl_max_receive=config.get_int("sasl.server.max.receive.size"),
             failed_authentication_delay=config.get_int("connection.failed.authentication.delay.ms") / 1000,
-            principal_mapping=config.get_str("ssl.principal.mapping.rules"))
+            principal_mapping=config.get_str("ssl.principal.mapping.rules"),
+        )
         self.transport.bootstrap = self.bootstrap
         self.driver: QuorumDriver | None = None
         self._snapshot_now = False  # a learner was admitted: snapshot, so it can start from one
@@ -203,15 +211,25 @@ class MetadataQuorum:
     def open(self) -> None:
         """Open the metadata log (after the data directory was checked): start from its
         snapshot, if it has one, then replay the entries after it."""
-        self.node = _core.RaftNode(self.local.node_id, sorted(self.static_voters),
-                                   str(self.config.data_dir / "__cluster_metadata-0"),
-                                   election_tick=ELECTION_TICKS, heartbeat_tick=HEARTBEAT_TICKS,
-                                   observer=not self.config.is_controller)
+        self.node = _core.RaftNode(
+            self.local.node_id,
+            sorted(self.static_voters),
+            str(self.config.data_dir / "__cluster_metadata-0"),
+            election_tick=ELECTION_TICKS,
+            heartbeat_tick=HEARTBEAT_TICKS,
+            observer=not self.config.is_controller,
+        )
         # a single voter's log is all committed (by it alone), however far its stored
         # commit index got before the last stop
         self._replay_to = self.node.last_index if self.single_voter else self.node.commit_index
-        self.driver = QuorumDriver(self.node, self.transport, self._apply, install_snapshot=self._install_snapshot,
-                                   tick_seconds=self.tick_seconds, on_conf_change=self._refresh_voters)
+        self.driver = QuorumDriver(
+            self.node,
+            self.transport,
+            self._apply,
+            install_snapshot=self._install_snapshot,
+            tick_seconds=self.tick_seconds,
+            on_conf_change=self._refresh_voters,
+        )
         held = self.node.stored_snapshot()
         if held is not None:
             index, term, data = held
@@ -236,16 +254,22 @@ class MetadataQuorum:
         was = self.observer
         self.observer = self.local.node_id not in ids
         if was != self.observer:
-            log.info("node %d is now %s of the controller quorum (voters %s)", self.local.node_id,
-                     "an observer" if self.observer else "a voter", sorted(ids))
+            log.info(
+                "node %d is now %s of the controller quorum (voters %s)",
+                self.local.node_id,
+                "an observer" if self.observer else "a voter",
+                sorted(ids),
+            )
         if self.config.in_cluster:
             self.transport.set_voters(self.voters, not self.observer)
 
     def initial_voter_directory(self) -> dict[int, list]:
         """The voter directory a new log starts with: the configured voters, with the zero
         directory id (Kafka reports static voters so) and this node's own."""
-        return {n: [h, p, self.directory_id if n == self.local.node_id else dir_ids.ZERO]
-                for n, (h, p) in sorted(self.static_voters.items())}
+        return {
+            n: [h, p, self.directory_id if n == self.local.node_id else dir_ids.ZERO]
+            for n, (h, p) in sorted(self.static_voters.items())
+        }
 
     async def add_voter(self, node_id: int, directory_id: str, endpoint: tuple[str, int], timeout: float) -> None:
         """AddRaftVoter on the active controller: once observer `node_id` has caught up, the
@@ -254,23 +278,34 @@ class MetadataQuorum:
         assert self.node is not None and self.driver is not None
         deadline = trio.current_time() + timeout
         if node_id in self.node.voters:
-            raise VoterChangeError(ErrorCode.DUPLICATE_VOTER, f"node {node_id} is already a voter (voters "
-                                   f"{self.node.voters})")
+            raise VoterChangeError(
+                ErrorCode.DUPLICATE_VOTER, f"node {node_id} is already a voter (voters {self.node.voters})"
+            )
         with trio.move_on_at(deadline):
             while not self._caught_up(node_id):
                 self._require_active()
                 await trio.sleep(self.tick_seconds)
         if not self._caught_up(node_id):
-            raise VoterChangeError(ErrorCode.REQUEST_TIMED_OUT, f"node {node_id} is not an observer of the metadata "
-                                   f"log that has caught up (observers {self.node.learners}); start it with "
-                                   f"controller.quorum.bootstrap.servers and cluster.id {self.cluster_id} first")
+            raise VoterChangeError(
+                ErrorCode.REQUEST_TIMED_OUT,
+                f"node {node_id} is not an observer of the metadata "
+                f"log that has caught up (observers {self.node.learners}); start it with "
+                f"controller.quorum.bootstrap.servers and cluster.id {self.cluster_id} first",
+            )
         directory = dict(self.image.voters)
         directory[node_id] = [endpoint[0], endpoint[1], directory_id]
         await self.write([voters_record(directory)], timeout=max(0.1, deadline - trio.current_time()))
         await self._change_voters("add", node_id, deadline)
-        log.info("node %d: node %d (directory %s, %s:%d) is a voter of the controller quorum now (voters %s)",
-                 self.local.node_id, node_id, directory_id, endpoint[0], endpoint[1], self.node.voters,
-                 extra=fields(peer=node_id))
+        log.info(
+            "node %d: node %d (directory %s, %s:%d) is a voter of the controller quorum now (voters %s)",
+            self.local.node_id,
+            node_id,
+            directory_id,
+            endpoint[0],
+            endpoint[1],
+            self.node.voters,
+            extra=fields(peer=node_id),
+        )
 
     async def remove_voter(self, node_id: int, directory_id: str, timeout: float) -> None:
         """RemoveRaftVoter on the active controller: Raft's configuration drops the voter, then
@@ -279,14 +314,22 @@ class MetadataQuorum:
         deadline = trio.current_time() + timeout
         held = self.image.voters.get(node_id)
         if node_id not in self.node.voters or (
-                held is not None and dir_ids.ZERO not in (held[2], directory_id) and held[2] != directory_id):
-            raise VoterChangeError(ErrorCode.VOTER_NOT_FOUND, f"no voter {node_id} with directory id {directory_id} "
-                                   f"(voters {self.describe_voters()})")
+            held is not None and dir_ids.ZERO not in (held[2], directory_id) and held[2] != directory_id
+        ):
+            raise VoterChangeError(
+                ErrorCode.VOTER_NOT_FOUND,
+                f"no voter {node_id} with directory id {directory_id} (voters {self.describe_voters()})",
+            )
         await self._change_voters("remove", node_id, deadline)
         directory = {n: e for n, e in self.image.voters.items() if n != node_id}
         await self.write([voters_record(directory)], timeout=max(0.1, deadline - trio.current_time()))
-        log.info("node %d: node %d is no longer a voter of the controller quorum (voters %s)",
-                 self.local.node_id, node_id, self.node.voters, extra=fields(peer=node_id))
+        log.info(
+            "node %d: node %d is no longer a voter of the controller quorum (voters %s)",
+            self.local.node_id,
+            node_id,
+            self.node.voters,
+            extra=fields(peer=node_id),
+        )
         if node_id == self.local.node_id:
             await self.hand_over_leadership(max(0.0, deadline - trio.current_time()))
 
@@ -294,11 +337,17 @@ class MetadataQuorum:
         """UpdateRaftVoter on the active controller: the voter's new controller endpoint."""
         self._require_active()
         if node_id not in self.image.voters or node_id not in self.voters:
-            raise VoterChangeError(ErrorCode.VOTER_NOT_FOUND, f"node {node_id} is not a voter (voters "
-                                   f"{self.describe_voters()})")
+            raise VoterChangeError(
+                ErrorCode.VOTER_NOT_FOUND, f"node {node_id} is not a voter (voters {self.describe_voters()})"
+            )
         try:
-            await self.write([encode_record("VoterEndpoint", node_id=node_id, host=endpoint[0], port=endpoint[1],
-                                            directory_id=directory_id)])
+            await self.write(
+                [
+                    encode_record(
+                        "VoterEndpoint", node_id=node_id, host=endpoint[0], port=endpoint[1], directory_id=directory_id
+                    )
+                ]
+            )
         except MetadataRecordError as e:
             raise VoterChangeError(ErrorCode.VOTER_NOT_FOUND, str(e)) from None
 
@@ -315,23 +364,39 @@ class MetadataQuorum:
             if held is None or (held[0], held[1]) == own:
                 return
             try:
-                await self.write([encode_record("VoterEndpoint", node_id=self.local.node_id, host=own[0],
-                                                port=own[1], directory_id=self.directory_id)], timeout=10)
-                log.info("node %d: its controller endpoint in the voter directory is %s:%d now (was %s:%d)",
-                         self.local.node_id, own[0], own[1], held[0], held[1])
+                await self.write(
+                    [
+                        encode_record(
+                            "VoterEndpoint",
+                            node_id=self.local.node_id,
+                            host=own[0],
+                            port=own[1],
+                            directory_id=self.directory_id,
+                        )
+                    ],
+                    timeout=10,
+                )
+                log.info(
+                    "node %d: its controller endpoint in the voter directory is %s:%d now (was %s:%d)",
+                    self.local.node_id,
+                    own[0],
+                    own[1],
+                    held[0],
+                    held[1],
+                )
             except (QuorumTimeout, MetadataRecordError) as e:
                 log.warning("node %d: controller endpoint not updated yet, retrying: %s", self.local.node_id, e)
                 await trio.sleep(1)
 
     def describe_voters(self) -> str:
-        return ", ".join(f"{n} ({self.image.voters.get(n, ['', 0, dir_ids.ZERO])[2]})"
-                         for n in sorted(self.voters))
+        return ", ".join(f"{n} ({self.image.voters.get(n, ['', 0, dir_ids.ZERO])[2]})" for n in sorted(self.voters))
 
     def _require_active(self) -> None:
         if not self.is_active:
-            raise VoterChangeError(ErrorCode.NOT_LEADER_OR_FOLLOWER,
-                                   f"node {self.local.node_id} is not the active controller (leader "
-                                   f"{self.leader_id or 'unknown'})")
+            raise VoterChangeError(
+                ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                f"node {self.local.node_id} is not the active controller (leader {self.leader_id or 'unknown'})",
+            )
 
     def _caught_up(self, node_id: int) -> bool:
         assert self.node is not None
@@ -356,8 +421,11 @@ class MetadataQuorum:
             while (node_id in self.node.voters) != (kind == "add"):
                 await self._tick()
             return
-        raise VoterChangeError(ErrorCode.REQUEST_TIMED_OUT, f"the change ({kind} voter {node_id}) did not commit in "
-                               f"time (voters {self.node.voters}, leader {self.leader_id or 'unknown'})")
+        raise VoterChangeError(
+            ErrorCode.REQUEST_TIMED_OUT,
+            f"the change ({kind} voter {node_id}) did not commit in "
+            f"time (voters {self.node.voters}, leader {self.leader_id or 'unknown'})",
+        )
 
     async def _tick(self) -> None:
         await trio.sleep(self.tick_seconds)
@@ -373,8 +441,12 @@ class MetadataQuorum:
         image, recent, registered = self.image, self.driver.recent_contexts(), dict(self._registered_at)
 
         def payload() -> bytes:
-            doc = {"version": SNAPSHOT_VERSION, "image": snapshot_doc(image), "recent": [c.hex() for c in recent],
-                   "registered_at": {str(n): i for n, i in sorted(registered.items())}}
+            doc = {
+                "version": SNAPSHOT_VERSION,
+                "image": snapshot_doc(image),
+                "recent": [c.hex() for c in recent],
+                "registered_at": {str(n): i for n, i in sorted(registered.items())},
+            }
             return json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()
 
         return self.applied_index, payload
@@ -389,8 +461,10 @@ class MetadataQuorum:
                 raise ValueError(f"snapshot version {doc.get('version')!r}, expected {SNAPSHOT_VERSION}")
             image = image_of_snapshot_doc(doc["image"], self.leader_id)
         except (ValueError, KeyError, TypeError) as e:
-            raise MetadataRecordError(f"node {self.local.node_id}: metadata snapshot at index {index} (term {term}, "
-                                      f"{len(data)} bytes) does not load: {e}") from None
+            raise MetadataRecordError(
+                f"node {self.local.node_id}: metadata snapshot at index {index} (term {term}, "
+                f"{len(data)} bytes) does not load: {e}"
+            ) from None
         self.driver.restore_recent([bytes.fromhex(c) for c in doc.get("recent", [])])
         self._registered_at = {int(n): i for n, i in doc.get("registered_at", {}).items()}
         self.image = image
@@ -400,8 +474,15 @@ class MetadataQuorum:
         self._since_snapshot = 0
         self._pending.append((index, image, None))
         self._new.set()
-        log.info("node %d: loaded the metadata snapshot at index %d (term %d, %d bytes): %d broker(s), %d topic(s)",
-                 self.local.node_id, index, term, len(data), len(image.brokers), len(image.topics))
+        log.info(
+            "node %d: loaded the metadata snapshot at index %d (term %d, %d bytes): %d broker(s), %d topic(s)",
+            self.local.node_id,
+            index,
+            term,
+            len(data),
+            len(image.brokers),
+            len(image.topics),
+        )
 
     async def _maybe_snapshot(self) -> None:
         """Snapshot the applied image once `metadata.log.max.record.bytes.between.snapshots`
@@ -409,7 +490,8 @@ class MetadataQuorum:
         `metadata.log.max.snapshot.interval.ms` passed since it (Kafka's two triggers); the
         log before it is dropped, so restart and a new node's catch-up stay bounded."""
         due = self._since_snapshot >= self.snapshot_bytes or (
-            self._since_snapshot > 0 and time.monotonic() - self._snapshot_at >= self.snapshot_interval)
+            self._since_snapshot > 0 and time.monotonic() - self._snapshot_at >= self.snapshot_interval
+        )
         if self._snapshot_now and self.applied_index > 0:
             due, self._snapshot_now = True, False
         if not due or self.node is None:
@@ -424,8 +506,12 @@ class MetadataQuorum:
         self._since_snapshot = 0
         self._snapshot_at = time.monotonic()
         self.snapshot_index = index
-        log.info("node %d: metadata snapshot at index %d (%d bytes); the log before it is dropped",
-                 self.local.node_id, index, len(payload))
+        log.info(
+            "node %d: metadata snapshot at index %d (%d bytes); the log before it is dropped",
+            self.local.node_id,
+            index,
+            len(payload),
+        )
 
     async def allocate_producer_ids(self, size: int) -> int:
         """A block of `size` producer ids for this broker, from any node (the proposal goes to
@@ -440,8 +526,7 @@ class MetadataQuorum:
         """Until the entries this node already knew to be committed are applied and their
         images published (Raft's own entries count as applied, they change nothing)."""
         assert self.driver is not None
-        while (self.driver.applied_index < self._replay_to or self._pending
-               or self._published < self.applied_index):
+        while self.driver.applied_index < self._replay_to or self._pending or self._published < self.applied_index:
             await trio.sleep(0.01)
 
     def registered_index(self, node_id: int) -> int:
@@ -458,18 +543,27 @@ class MetadataQuorum:
             while self.is_active:
                 last = self.node.last_index
                 learners = set(self.node.learners)  # observers cannot lead
-                ready = [n for n, matched, active in self.node.progress()
-                         if n != self.local.node_id and n not in learners and active and matched >= last]
+                ready = [
+                    n
+                    for n, matched, active in self.node.progress()
+                    if n != self.local.node_id and n not in learners and active and matched >= last
+                ]
                 if not ready:
-                    log.info("node %d: no caught-up voter to hand controller leadership to; stopping as leader",
-                             self.local.node_id)
+                    log.info(
+                        "node %d: no caught-up voter to hand controller leadership to; stopping as leader",
+                        self.local.node_id,
+                    )
                     return
                 self.driver.transfer_leader(ready[0])
                 with trio.move_on_after(2 * self.tick_seconds * ELECTION_TICKS):
                     while self.is_active:
                         await trio.sleep(self.tick_seconds)
-            log.info("node %d handed controller leadership to node %d", self.local.node_id, self.leader_id,
-                     extra=fields(peer=self.leader_id))
+            log.info(
+                "node %d handed controller leadership to node %d",
+                self.local.node_id,
+                self.leader_id,
+                extra=fields(peer=self.leader_id),
+            )
 
     def describe(self) -> dict:
         """The quorum as the leader sees it (for DescribeQuorum): leader, term, commit index
@@ -489,10 +583,16 @@ class MetadataQuorum:
                 self._caught_up_at[n] = heard
             caught = self._caught_up_at.get(n)
             (observers if n in learners else voters).append(
-                (n, matched, -1 if heard is None else int(heard * 1000), -1 if caught is None else int(caught * 1000)))
-        return {"leader_id": self.leader_id, "term": self.node.term, "commit_index": self.node.commit_index,
-                "voters": voters, "observers": observers,
-                "directory_ids": {n: str(e[2]) for n, e in self.image.voters.items()}}
+                (n, matched, -1 if heard is None else int(heard * 1000), -1 if caught is None else int(caught * 1000))
+            )
+        return {
+            "leader_id": self.leader_id,
+            "term": self.node.term,
+            "commit_index": self.node.commit_index,
+            "voters": voters,
+            "observers": observers,
+            "directory_ids": {n: str(e[2]) for n, e in self.image.voters.items()},
+        }
 
     @property
     def single_voter(self) -> bool:
@@ -523,8 +623,13 @@ class MetadataQuorum:
                     self._registered_at[rec["node_id"]] = index
         except (MetadataRecordError, ValueError, TypeError, AttributeError) as e:
             # every node rejects the same entry the same way: the image stays as it was
-            log.error("node %d: metadata log entry %d (%d bytes) rejected, image unchanged: %s",
-                      self.local.node_id, index, len(data), e)
+            log.error(
+                "node %d: metadata log entry %d (%d bytes) rejected, image unchanged: %s",
+                self.local.node_id,
+                index,
+                len(data),
+                e,
+            )
             self._rejected[index] = str(e)
             delta = MetadataDelta(self.image)  # nothing changed, but the entry is published
             image = self.image
@@ -559,8 +664,9 @@ class MetadataQuorum:
         while self._published < index:
             await self._published_ev.wait()
 
-    async def run(self, publish: Publish, kafka: KafkaConnection | None = None, *,
-                  task_status=trio.TASK_STATUS_IGNORED) -> None:
+    async def run(
+        self, publish: Publish, kafka: KafkaConnection | None = None, *, task_status=trio.TASK_STATUS_IGNORED
+    ) -> None:
         """Run the voter; `publish` receives every new image in order; `kafka` serves the
         Kafka connections of the controller listener (controller_channel.py)."""
         self._publish = publish
@@ -618,8 +724,9 @@ class MetadataQuorum:
         if not self.config.is_broker:  # a controller-only node: known as such, never a broker
             while b.node_id not in self.image.controllers:
                 try:
-                    await self.write([encode_record("RegisterController", node_id=b.node_id, host=b.host,
-                                                    port=b.port)], timeout=10)
+                    await self.write(
+                        [encode_record("RegisterController", node_id=b.node_id, host=b.host, port=b.port)], timeout=10
+                    )
                 except (QuorumTimeout, MetadataRecordError) as e:
                     log.warning("node %d: controller registration not committed yet, retrying: %s", b.node_id, e)
             self.registered.set()
@@ -629,15 +736,23 @@ class MetadataQuorum:
         while True:
             epoch = max(int(time.time() * 1000), self._last_epoch() + 1)
             extra = {"endpoints": b.endpoints} if b.endpoints else {}
-            records = [encode_record("RegisterBroker", node_id=b.node_id, epoch=epoch, host=b.host, port=b.port,
-                                     rack=b.rack, **extra),
-                       encode_record("FenceBroker", node_id=b.node_id, epoch=epoch, fenced=False)]
+            records = [
+                encode_record(
+                    "RegisterBroker", node_id=b.node_id, epoch=epoch, host=b.host, port=b.port, rack=b.rack, **extra
+                ),
+                encode_record("FenceBroker", node_id=b.node_id, epoch=epoch, fenced=False),
+            ]
             try:
                 await self.write(records, timeout=10)
                 self.registered_epoch = epoch
                 self.registered.set()
-                log.info("node %d registered with the controller quorum (epoch %d, leader %d)",
-                         b.node_id, epoch, self.leader_id, extra=fields(peer=self.leader_id))
+                log.info(
+                    "node %d registered with the controller quorum (epoch %d, leader %d)",
+                    b.node_id,
+                    epoch,
+                    self.leader_id,
+                    extra=fields(peer=self.leader_id),
+                )
                 await self._announce_endpoint()
                 return
             except (QuorumTimeout, MetadataRecordError) as e:

@@ -69,21 +69,33 @@ import uuid
 from typing import Any
 
 from logbroker.common.directory_id import ZERO as ZERO_DIRECTORY
+from logbroker.coord.metadata import client_quotas
 from logbroker.coord.metadata.metadata import (
     AclBinding,
     BrokerRegistration,
+    DelegationToken,
     MetadataImage,
     PartitionState,
-    DelegationToken,
     ScramCredential,
     TopicState,
 )
-from logbroker.coord.metadata import client_quotas
 from logbroker.coord.metadata.metadata_delta import MetadataDelta
 from logbroker.scram import MAX_ITERATIONS, MECHANISMS, MIN_ITERATIONS
 
-__all__ = ["MetadataRecordError", "apply", "apply_record", "decode_batch", "decode_record", "diff_records",
-           "encode_batch", "encode_record", "load_snapshot", "partition_record", "snapshot", "topic_records"]
+__all__ = [
+    "MetadataRecordError",
+    "apply",
+    "apply_record",
+    "decode_batch",
+    "decode_record",
+    "diff_records",
+    "encode_batch",
+    "encode_record",
+    "load_snapshot",
+    "partition_record",
+    "snapshot",
+    "topic_records",
+]
 
 VERSION = 1
 NO_LEADER = -1
@@ -160,7 +172,8 @@ def _broker(delta: MetadataDelta, rec: dict) -> BrokerRegistration:
         raise MetadataRecordError(f"{rec['type']} record names broker {rec['node_id']}, which is not registered")
     if rec["epoch"] != b.epoch:
         raise MetadataRecordError(
-            f"{rec['type']} record for broker {b.node_id} carries epoch {rec['epoch']}, the registration is {b.epoch}")
+            f"{rec['type']} record for broker {b.node_id} carries epoch {rec['epoch']}, the registration is {b.epoch}"
+        )
     return b
 
 
@@ -168,10 +181,12 @@ def _register_broker(delta: MetadataDelta, rec: dict) -> None:
     old = delta.image.brokers.get(rec["node_id"])
     if old is not None and rec["epoch"] <= old.epoch:
         raise MetadataRecordError(
-            f"RegisterBroker for {rec['node_id']} with epoch {rec['epoch']}, not above the current {old.epoch}")
+            f"RegisterBroker for {rec['node_id']} with epoch {rec['epoch']}, not above the current {old.epoch}"
+        )
     endpoints = {str(k): [str(v[0]), int(v[1])] for k, v in (rec.get("endpoints") or {}).items()}
-    delta.brokers()[rec["node_id"]] = BrokerRegistration(rec["node_id"], rec["host"], rec["port"], rec.get("rack"),
-                                                         epoch=rec["epoch"], fenced=True, endpoints=endpoints)
+    delta.brokers()[rec["node_id"]] = BrokerRegistration(
+        rec["node_id"], rec["host"], rec["port"], rec.get("rack"), epoch=rec["epoch"], fenced=True, endpoints=endpoints
+    )
 
 
 def _fence_broker(delta: MetadataDelta, rec: dict) -> None:
@@ -201,22 +216,31 @@ def _partition(delta: MetadataDelta, rec: dict) -> None:
     replicas, isr, leader = list(rec["replicas"]), list(rec["isr"]), rec["leader"]
     adding, removing = list(rec.get("adding_replicas", [])), list(rec.get("removing_replicas", []))
     _check_partition(t.name, p, replicas, isr, leader, adding, removing)
-    delta.set_partition(t.name, PartitionState(p, leader, rec["leader_epoch"], replicas, isr,
-                                               rec.get("partition_epoch", 0), adding, removing))
+    delta.set_partition(
+        t.name,
+        PartitionState(p, leader, rec["leader_epoch"], replicas, isr, rec.get("partition_epoch", 0), adding, removing),
+    )
 
 
-def _check_partition(topic: str, p: int, replicas: list[int], isr: list[int], leader: int,
-                     adding: list[int], removing: list[int]) -> None:
+def _check_partition(
+    topic: str, p: int, replicas: list[int], isr: list[int], leader: int, adding: list[int], removing: list[int]
+) -> None:
     if not replicas or len(set(replicas)) != len(replicas):
         raise MetadataRecordError(f"{topic}-{p}: replicas {replicas} must be distinct and not empty")
     if not set(isr) <= set(replicas):
         raise MetadataRecordError(f"{topic}-{p}: ISR {isr} is not within the replicas {replicas}")
     if leader != NO_LEADER and leader not in isr:
         raise MetadataRecordError(f"{topic}-{p}: leader {leader} is not in the ISR {isr}")
-    if not set(adding) <= set(replicas) or not set(removing) <= set(replicas) or set(adding) & set(removing) \
-            or len(removing) >= len(replicas):
-        raise MetadataRecordError(f"{topic}-{p}: adding replicas {adding} and removing replicas {removing} must be "
-                                  f"disjoint subsets of the replicas {replicas}, leaving at least one")
+    if (
+        not set(adding) <= set(replicas)
+        or not set(removing) <= set(replicas)
+        or set(adding) & set(removing)
+        or len(removing) >= len(replicas)
+    ):
+        raise MetadataRecordError(
+            f"{topic}-{p}: adding replicas {adding} and removing replicas {removing} must be "
+            f"disjoint subsets of the replicas {replicas}, leaving at least one"
+        )
 
 
 def _partition_change(delta: MetadataDelta, rec: dict) -> None:
@@ -236,20 +260,28 @@ def _partition_change(delta: MetadataDelta, rec: dict) -> None:
     if leader_epoch < ps.leader_epoch or partition_epoch < ps.partition_epoch:
         raise MetadataRecordError(
             f"PartitionChange for {t.name}-{p} moves epochs back: leader epoch {ps.leader_epoch} -> {leader_epoch}, "
-            f"partition epoch {ps.partition_epoch} -> {partition_epoch}")
-    delta.set_partition(t.name, PartitionState(p, leader, leader_epoch, replicas, isr, partition_epoch, adding,
-                                               removing))
+            f"partition epoch {ps.partition_epoch} -> {partition_epoch}"
+        )
+    delta.set_partition(
+        t.name, PartitionState(p, leader, leader_epoch, replicas, isr, partition_epoch, adding, removing)
+    )
 
 
 def _config(delta: MetadataDelta, rec: dict) -> None:
     if rec["resource"] in ("group", "broker", "client-metrics"):
         if rec["resource"] == "broker" and not (rec["name"] == "" or str(rec["name"]).isdigit()):
-            raise MetadataRecordError(f"Config record for broker {rec['name']!r}: a broker is \"\" (the cluster "
-                                      "default) or a broker id")
+            raise MetadataRecordError(
+                f'Config record for broker {rec["name"]!r}: a broker is "" (the cluster default) or a broker id'
+            )
         if rec["resource"] == "client-metrics" and not rec["name"]:
             raise MetadataRecordError("Config record for a client-metrics subscription without a name")
-        owner = (delta.group_configs() if rec["resource"] == "group" else delta.broker_configs()
-                 if rec["resource"] == "broker" else delta.client_metrics())
+        owner = (
+            delta.group_configs()
+            if rec["resource"] == "group"
+            else delta.broker_configs()
+            if rec["resource"] == "broker"
+            else delta.client_metrics()
+        )
         configs = owner.setdefault(rec["name"], {})
         if rec["value"] is None:
             configs.pop(rec["key"], None)
@@ -276,8 +308,9 @@ def _remove_topic(delta: MetadataDelta, rec: dict) -> None:
 def _producer_ids(delta: MetadataDelta, rec: dict) -> None:
     nxt = rec["next_producer_id"]
     if nxt < delta.image.next_producer_id:
-        raise MetadataRecordError(f"ProducerIds record moves next_producer_id back from {delta.image.next_producer_id} "
-                                  f"to {nxt}")
+        raise MetadataRecordError(
+            f"ProducerIds record moves next_producer_id back from {delta.image.next_producer_id} to {nxt}"
+        )
     delta.image.next_producer_id = nxt
 
 
@@ -290,8 +323,10 @@ def _producer_id_block(delta: MetadataDelta, rec: dict) -> None:
 
 def _scram_mechanism(rec: dict) -> str:
     if rec["mechanism"] not in MECHANISMS:
-        raise MetadataRecordError(f"{rec['type']} record for user {rec['name']!r} names mechanism "
-                                  f"{rec['mechanism']!r}, not one of {sorted(MECHANISMS)}")
+        raise MetadataRecordError(
+            f"{rec['type']} record for user {rec['name']!r} names mechanism "
+            f"{rec['mechanism']!r}, not one of {sorted(MECHANISMS)}"
+        )
     return rec["mechanism"]
 
 
@@ -305,16 +340,18 @@ def _user_scram_credential(delta: MetadataDelta, rec: dict) -> None:
     if not rec["name"]:
         raise MetadataRecordError(f"{what}: the user name is empty")
     if not MIN_ITERATIONS <= credential.iterations <= MAX_ITERATIONS:
-        raise MetadataRecordError(f"{what}: {credential.iterations} iterations, outside "
-                                  f"[{MIN_ITERATIONS}, {MAX_ITERATIONS}]")
+        raise MetadataRecordError(
+            f"{what}: {credential.iterations} iterations, outside [{MIN_ITERATIONS}, {MAX_ITERATIONS}]"
+        )
     delta.scram_credentials().setdefault(rec["name"], {})[mechanism] = credential
 
 
 def _remove_user_scram_credential(delta: MetadataDelta, rec: dict) -> None:
     mechanism = _scram_mechanism(rec)
     if mechanism not in delta.image.scram_credentials.get(rec["name"], {}):
-        raise MetadataRecordError(f"RemoveUserScramCredential for user {rec['name']!r} ({mechanism}), "
-                                  "which has no such credential")
+        raise MetadataRecordError(
+            f"RemoveUserScramCredential for user {rec['name']!r} ({mechanism}), which has no such credential"
+        )
     users = delta.scram_credentials()
     del users[rec["name"]][mechanism]
     if not users[rec["name"]]:
@@ -334,8 +371,10 @@ def _delegation_token(delta: MetadataDelta, rec: dict) -> None:
     except (KeyError, TypeError, ValueError) as e:
         raise MetadataRecordError(f"DelegationToken record {str(rec.get('token_id'))[:40]!r}: {e}") from None
     if not token.issue_ms <= token.expiry_ms <= token.max_ms:
-        raise MetadataRecordError(f"DelegationToken record {token.token_id!r}: issue {token.issue_ms} <= expiry "
-                                  f"{token.expiry_ms} <= max {token.max_ms} does not hold")
+        raise MetadataRecordError(
+            f"DelegationToken record {token.token_id!r}: issue {token.issue_ms} <= expiry "
+            f"{token.expiry_ms} <= max {token.max_ms} does not hold"
+        )
     delta.delegation_tokens()[token.token_id] = token
 
 
@@ -404,19 +443,27 @@ def _voter_endpoint(delta: MetadataDelta, rec: dict) -> None:
     node_id, directory = rec["node_id"], str(rec["directory_id"])
     held = delta.image.voters.get(node_id)
     if held is None:
-        raise MetadataRecordError(f"VoterEndpoint record for node {node_id!r}, which is not in the voter directory "
-                                  f"(voters {sorted(delta.image.voters)})")
+        raise MetadataRecordError(
+            f"VoterEndpoint record for node {node_id!r}, which is not in the voter directory "
+            f"(voters {sorted(delta.image.voters)})"
+        )
     if held[2] != directory and held[2] != ZERO_DIRECTORY and directory != ZERO_DIRECTORY:
-        raise MetadataRecordError(f"VoterEndpoint record for node {node_id} with directory id {directory}, but the "
-                                  f"voter's is {held[2]}")
+        raise MetadataRecordError(
+            f"VoterEndpoint record for node {node_id} with directory id {directory}, but the voter's is {held[2]}"
+        )
     voters = delta.voters()
     voters[node_id] = [str(rec["host"]), int(rec["port"]), held[2] if directory == ZERO_DIRECTORY else directory]
 
 
 def _feature_level(delta: MetadataDelta, rec: dict) -> None:
     name, level = rec["name"], rec["level"]
-    if not isinstance(name, str) or not name or not isinstance(level, int) or isinstance(level, bool) \
-            or not 0 <= level <= 32767:
+    if (
+        not isinstance(name, str)
+        or not name
+        or not isinstance(level, int)
+        or isinstance(level, bool)
+        or not 0 <= level <= 32767
+    ):
         raise MetadataRecordError(f"FeatureLevel record {name!r} = {level!r}: a feature name and a level in [0, 32767]")
     features = delta.features()
     if level == 0:
@@ -487,15 +534,27 @@ def diff_records(old: MetadataImage, new: MetadataImage) -> list[bytes]:
             out.append(encode_record("UnregisterBroker", node_id=n, epoch=b.epoch))
     for n, b in sorted(new.brokers.items()):
         o = old.brokers.get(n)
-        if o is not None and b.epoch <= o.epoch and (o.epoch, o.host, o.port, o.rack, o.endpoints) != (
-                b.epoch, b.host, b.port, b.rack, b.endpoints):
+        if (
+            o is not None
+            and b.epoch <= o.epoch
+            and (o.epoch, o.host, o.port, o.rack, o.endpoints) != (b.epoch, b.host, b.port, b.rack, b.endpoints)
+        ):
             # gone and back with a lower epoch: only an unregistration explains it
             out.append(encode_record("UnregisterBroker", node_id=n, epoch=o.epoch))
             o = None
-        if o is None or (o.epoch, o.host, o.port, o.rack, o.endpoints) != (b.epoch, b.host, b.port, b.rack, b.endpoints):
+        if o is None or (o.epoch, o.host, o.port, o.rack, o.endpoints) != (
+            b.epoch,
+            b.host,
+            b.port,
+            b.rack,
+            b.endpoints,
+        ):
             extra = {"endpoints": b.endpoints} if b.endpoints else {}
-            out.append(encode_record("RegisterBroker", node_id=n, epoch=b.epoch, host=b.host, port=b.port, rack=b.rack,
-                                     **extra))
+            out.append(
+                encode_record(
+                    "RegisterBroker", node_id=n, epoch=b.epoch, host=b.host, port=b.port, rack=b.rack, **extra
+                )
+            )
             if not b.fenced:
                 out.append(encode_record("FenceBroker", node_id=n, epoch=b.epoch, fenced=False))
         elif o.fenced != b.fenced:
@@ -521,18 +580,32 @@ def diff_records(old: MetadataImage, new: MetadataImage) -> list[bytes]:
             if op is None:
                 out.append(partition_record(t.topic_id, ps))
             elif op != ps:
-                out.append(encode_record("PartitionChange", topic_id=tid, partition=p, replicas=ps.replicas, isr=ps.isr,
-                                         leader=ps.leader, leader_epoch=ps.leader_epoch,
-                                         partition_epoch=ps.partition_epoch, adding_replicas=ps.adding_replicas,
-                                         removing_replicas=ps.removing_replicas))
+                out.append(
+                    encode_record(
+                        "PartitionChange",
+                        topic_id=tid,
+                        partition=p,
+                        replicas=ps.replicas,
+                        isr=ps.isr,
+                        leader=ps.leader,
+                        leader_epoch=ps.leader_epoch,
+                        partition_epoch=ps.partition_epoch,
+                        adding_replicas=ps.adding_replicas,
+                        removing_replicas=ps.removing_replicas,
+                    )
+                )
         if set(old_parts) - set(t.partitions):
-            raise MetadataRecordError(f"topic {t.name!r}: partitions {sorted(set(old_parts) - set(t.partitions))} "
-                                      "cannot be removed (Kafka never shrinks a topic)")
+            raise MetadataRecordError(
+                f"topic {t.name!r}: partitions {sorted(set(old_parts) - set(t.partitions))} "
+                "cannot be removed (Kafka never shrinks a topic)"
+            )
     if new.next_producer_id != old.next_producer_id:
         out.append(encode_record("ProducerIds", next_producer_id=new.next_producer_id))
-    for resource, old_owners, new_owners in (("group", old.group_configs, new.group_configs),
-                                             ("broker", old.broker_configs, new.broker_configs),
-                                             ("client-metrics", old.client_metrics, new.client_metrics)):
+    for resource, old_owners, new_owners in (
+        ("group", old.group_configs, new.group_configs),
+        ("broker", old.broker_configs, new.broker_configs),
+        ("client-metrics", old.client_metrics, new.client_metrics),
+    ):
         for g in sorted(set(old_owners) | set(new_owners)):
             was, now = old_owners.get(g, {}), new_owners.get(g, {})
             for k in sorted(set(was) | set(now)):
@@ -567,27 +640,39 @@ def diff_records(old: MetadataImage, new: MetadataImage) -> list[bytes]:
         was_q, now_q = old.client_quotas.get(entity, {}), new.client_quotas.get(entity, {})
         for k in sorted(set(was_q) | set(now_q)):
             if k not in now_q:
-                out.append(encode_record("ClientQuota", entity=[list(c) for c in entity], key=k, value=0.0,
-                                         remove=True))
+                out.append(
+                    encode_record("ClientQuota", entity=[list(c) for c in entity], key=k, value=0.0, remove=True)
+                )
             elif was_q.get(k) != now_q[k]:
-                out.append(encode_record("ClientQuota", entity=[list(c) for c in entity], key=k, value=now_q[k],
-                                         remove=False))
+                out.append(
+                    encode_record("ClientQuota", entity=[list(c) for c in entity], key=k, value=now_q[k], remove=False)
+                )
     return out
 
 
 def topic_records(t: TopicState) -> list[bytes]:
     """The records that create topic `t`: Topic, its configs, its partitions."""
     out = [encode_record("Topic", name=t.name, topic_id=t.topic_id.hex)]
-    out += [encode_record("Config", resource="topic", name=t.name, key=k, value=v) for k, v in sorted(t.configs.items())]
+    out += [
+        encode_record("Config", resource="topic", name=t.name, key=k, value=v) for k, v in sorted(t.configs.items())
+    ]
     out += [partition_record(t.topic_id, ps) for _, ps in sorted(t.partitions.items())]
     return out
 
 
 def partition_record(topic_id: uuid.UUID, ps: PartitionState) -> bytes:
     """The Partition record of a new partition."""
-    return encode_record("Partition", topic_id=topic_id.hex, partition=ps.partition, replicas=ps.replicas, isr=ps.isr,
-                         leader=ps.leader, leader_epoch=ps.leader_epoch, partition_epoch=ps.partition_epoch,
-                         **_moving(ps))
+    return encode_record(
+        "Partition",
+        topic_id=topic_id.hex,
+        partition=ps.partition,
+        replicas=ps.replicas,
+        isr=ps.isr,
+        leader=ps.leader,
+        leader_epoch=ps.leader_epoch,
+        partition_epoch=ps.partition_epoch,
+        **_moving(ps),
+    )
 
 
 def _moving(ps: PartitionState) -> dict[str, list[int]]:

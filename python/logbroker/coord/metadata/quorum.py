@@ -30,7 +30,8 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import Awaitable, Callable, Protocol
+from collections.abc import Awaitable, Callable
+from typing import Protocol
 
 import trio
 
@@ -61,9 +62,17 @@ DEDUPE_WINDOW = 4096
 
 
 class QuorumDriver:
-    def __init__(self, node: _core.RaftNode, transport: Transport, apply: Apply, *,
-                 install_snapshot: InstallSnapshot | None = None, tick_seconds: float = 0.1,
-                 run_sync: RunSync | None = None, on_conf_change: Callable[[], None] | None = None) -> None:
+    def __init__(
+        self,
+        node: _core.RaftNode,
+        transport: Transport,
+        apply: Apply,
+        *,
+        install_snapshot: InstallSnapshot | None = None,
+        tick_seconds: float = 0.1,
+        run_sync: RunSync | None = None,
+        on_conf_change: Callable[[], None] | None = None,
+    ) -> None:
         self.node = node
         self.transport = transport
         self.apply = apply
@@ -137,7 +146,8 @@ class QuorumDriver:
             if not slot:
                 raise QuorumTimeout(
                     f"metadata record of {len(data)} bytes not committed within {timeout}s "
-                    f"(node {self.node.node_id}, leader {self.node.leader_id or 'unknown'}, term {self.node.term})")
+                    f"(node {self.node.node_id}, leader {self.node.leader_id or 'unknown'}, term {self.node.term})"
+                )
             return slot[0]
         finally:
             self._waiters.pop(ctx, None)
@@ -181,8 +191,12 @@ class QuorumDriver:
             learners, self._add_learners = self._add_learners, set()
             for n in sorted(learners):
                 if node.add_learner(n):
-                    log.info("node %d: proposed observer %d as a learner of the metadata log", node.node_id, n,
-                             extra=fields(peer=n))
+                    log.info(
+                        "node %d: proposed observer %d as a learner of the metadata log",
+                        node.node_id,
+                        n,
+                        extra=fields(peer=n),
+                    )
                     break  # one configuration change at a time
             changes, self._voter_changes = self._voter_changes, []
             for kind, n, ctx, slot, done in changes:
@@ -212,7 +226,9 @@ class QuorumDriver:
             if snapshot is not None:
                 index, term, data = snapshot
                 if self.install_snapshot is None:
-                    raise _core.RaftError(f"node {node.node_id}: received a snapshot at index {index} but cannot install one")
+                    raise _core.RaftError(
+                        f"node {node.node_id}: received a snapshot at index {index} but cannot install one"
+                    )
                 self.install_snapshot(index, term, data)
                 self.applied_index = index
             for index, _term, normal, ctx, data in committed:

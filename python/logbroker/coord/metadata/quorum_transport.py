@@ -57,7 +57,7 @@ import logging
 import ssl
 import struct
 import time
-from typing import Awaitable, Callable
+from collections.abc import Awaitable, Callable
 
 import trio
 
@@ -84,11 +84,21 @@ Admission = Callable[[str, str], "str | None"]
 
 
 class QuorumTransport:
-    def __init__(self, node_id: int, cluster_id: str, peers: dict[int, tuple[str, int]],
-                 queue_size: int = 4096, observer: bool = False, security: PeerSecurity = PLAINTEXT,
-                 server_tls: ssl.SSLContext | None = None, admit: Admission | None = None,
-                 sasl: Callable[[str], SaslSession] | None = None, sasl_max_receive: int = 524288,
-                 failed_authentication_delay: float = 0.1, principal_mapping: str = "DEFAULT") -> None:
+    def __init__(
+        self,
+        node_id: int,
+        cluster_id: str,
+        peers: dict[int, tuple[str, int]],
+        queue_size: int = 4096,
+        observer: bool = False,
+        security: PeerSecurity = PLAINTEXT,
+        server_tls: ssl.SSLContext | None = None,
+        admit: Admission | None = None,
+        sasl: Callable[[str], SaslSession] | None = None,
+        sasl_max_receive: int = 524288,
+        failed_authentication_delay: float = 0.1,
+        principal_mapping: str = "DEFAULT",
+    ) -> None:
         """`peers` are the voters (id -> controller listener); `observer` for a broker-only
         node, which is not one of them. `security` opens the connections to the voters,
         `server_tls` secures the listener, `sasl` (a new session per connection) makes it
@@ -109,7 +119,8 @@ class QuorumTransport:
         self.bootstrap: list[tuple[str, int]] = []  # addresses to dial while an observer knows no voter ids
         self._queue_size = queue_size
         self._queues: dict[int, tuple[trio.MemorySendChannel, trio.MemoryReceiveChannel]] = {
-            n: trio.open_memory_channel(queue_size) for n in self.peers}
+            n: trio.open_memory_channel(queue_size) for n in self.peers
+        }
         self._boot_queues: dict[tuple[str, int], tuple[trio.MemorySendChannel, trio.MemoryReceiveChannel]] = {}
         self._routes: dict[int, tuple[str, int]] = {}  # voter id -> the bootstrap address it answered on
         self._dials: dict[object, trio.CancelScope] = {}  # (peer id | address, address) -> its dial task
@@ -212,23 +223,32 @@ class QuorumTransport:
                     if isinstance(e, PeerAuthenticationFailed):  # it names this node, listener, mechanism, user
                         log.error("%s (%s)", why, name, extra=fields(peer=peer))
                     else:
-                        log.warning("node %d: TLS to %s at %s:%d failed: %s", self.node_id, name, host,
-                                    port, why, extra=fields(peer=peer))
+                        log.warning(
+                            "node %d: TLS to %s at %s:%d failed: %s",
+                            self.node_id,
+                            name,
+                            host,
+                            port,
+                            why,
+                            extra=fields(peer=peer),
+                        )
                 self._drop_queued(recv)
                 await trio.sleep(backoff)
                 backoff = min(backoff * 2, 1.0)
                 continue
             except OSError as e:
-                log.debug("node %d: %s at %s:%d unreachable: %s", self.node_id, name, host, port, e,
-                          extra=fields(peer=peer))
+                log.debug(
+                    "node %d: %s at %s:%d unreachable: %s", self.node_id, name, host, port, e, extra=fields(peer=peer)
+                )
                 self._drop_queued(recv)
                 await trio.sleep(backoff)
                 backoff = min(backoff * 2, 1.0)
                 continue
             backoff = 0.05
             if self._dial_failure.pop(peer, None) is not None:
-                log.info("node %d: connected to %s at %s:%d again", self.node_id, name, host, port,
-                         extra=fields(peer=peer))
+                log.info(
+                    "node %d: connected to %s at %s:%d again", self.node_id, name, host, port, extra=fields(peer=peer)
+                )
             renewing = False
             try:
                 async with stream:
@@ -244,11 +264,22 @@ class QuorumTransport:
             except* (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as group:
                 # raised inside the nursery, so wrapped in an exception group: caught with
                 # except*, or a peer resetting the connection would end this whole node
-                log.info("node %d: connection to %s at %s:%d lost: %s", self.node_id, name, host, port,
-                         group.exceptions[0], extra=fields(peer=peer))
+                log.info(
+                    "node %d: connection to %s at %s:%d lost: %s",
+                    self.node_id,
+                    name,
+                    host,
+                    port,
+                    group.exceptions[0],
+                    extra=fields(peer=peer),
+                )
             if renewing:
-                log.debug("node %d: SASL session with %s is ending; dialling again", self.node_id, name,
-                          extra=fields(peer=peer))
+                log.debug(
+                    "node %d: SASL session with %s is ending; dialling again",
+                    self.node_id,
+                    name,
+                    extra=fields(peer=peer),
+                )
                 continue
             self._drop_queued(recv)
             await trio.sleep(backoff)
@@ -264,15 +295,23 @@ class QuorumTransport:
                 return
             self.dropped += 1
 
-    async def _read_back(self, stream: trio.abc.Stream, peer: int | None, addr: tuple[str, int],
-                         scope: trio.CancelScope) -> None:
+    async def _read_back(
+        self, stream: trio.abc.Stream, peer: int | None, addr: tuple[str, int], scope: trio.CancelScope
+    ) -> None:
         """The peer's hello, then the frames it sends back (an observer's answers)."""
         buf = bytearray()
         try:
             sender = await self._read_hello(stream, buf, f"{addr[0]}:{addr[1]}")
             if sender is not None and peer is not None and sender != peer:
-                log.error("node %d: %s:%d answered as node %d, but it is controller %d in the voter set; closing",
-                          self.node_id, addr[0], addr[1], sender, peer, extra=fields(peer=peer))
+                log.error(
+                    "node %d: %s:%d answered as node %d, but it is controller %d in the voter set; closing",
+                    self.node_id,
+                    addr[0],
+                    addr[1],
+                    sender,
+                    peer,
+                    extra=fields(peer=peer),
+                )
                 sender = None
             if sender is not None:
                 if peer is None:
@@ -281,8 +320,14 @@ class QuorumTransport:
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
             pass
         if self.observer:
-            log.info("node %d: controller %s at %s:%d closed the connection (a refusal is explained in its log)",
-                     self.node_id, "?" if peer is None else peer, addr[0], addr[1], extra=fields(peer=peer))
+            log.info(
+                "node %d: controller %s at %s:%d closed the connection (a refusal is explained in its log)",
+                self.node_id,
+                "?" if peer is None else peer,
+                addr[0],
+                addr[1],
+                extra=fields(peer=peer),
+            )
         scope.cancel()
 
     async def _read_hello(self, stream: trio.abc.Stream, buf: bytearray, peer: str) -> int | None:
@@ -293,20 +338,38 @@ class QuorumTransport:
                 return None
             magic, version, sender, n = _HELLO.unpack_from(buf)
             if magic != MAGIC or version != VERSION:
-                log.error("node %d: connection from %s is not a controller-quorum peer (magic %r, version %d)",
-                          self.node_id, peer, magic, version, extra=fields(peer=peer))
+                log.error(
+                    "node %d: connection from %s is not a controller-quorum peer (magic %r, version %d)",
+                    self.node_id,
+                    peer,
+                    magic,
+                    version,
+                    extra=fields(peer=peer),
+                )
                 return None
             if not await fill_buffer(stream, buf, _HELLO.size + n):
                 return None
         if hello_wait.cancelled_caught:
-            log.error("node %d: connection with %s sent no complete hello in %.0f s; closing",
-                      self.node_id, peer, HELLO_TIMEOUT, extra=fields(peer=peer))
+            log.error(
+                "node %d: connection with %s sent no complete hello in %.0f s; closing",
+                self.node_id,
+                peer,
+                HELLO_TIMEOUT,
+                extra=fields(peer=peer),
+            )
             return None
-        cid = bytes(buf[_HELLO.size:_HELLO.size + n]).decode("utf-8", "replace")
-        del buf[:_HELLO.size + n]
+        cid = bytes(buf[_HELLO.size : _HELLO.size + n]).decode("utf-8", "replace")
+        del buf[: _HELLO.size + n]
         if cid != self.cluster_id:
-            log.error("node %d: controller %d at %s belongs to cluster %r, this node to %r; refused",
-                      self.node_id, sender, peer, cid, self.cluster_id, extra=fields(peer=sender))
+            log.error(
+                "node %d: controller %d at %s belongs to cluster %r, this node to %r; refused",
+                self.node_id,
+                sender,
+                peer,
+                cid,
+                self.cluster_id,
+                extra=fields(peer=sender),
+            )
             return None
         return sender
 
@@ -317,13 +380,19 @@ class QuorumTransport:
             while len(buf) - pos >= 4:
                 (size,) = _LEN.unpack_from(buf, pos)
                 if size > MAX_FRAME:
-                    log.error("node %d: node %d sent a %d-byte frame (limit %d); closing",
-                              self.node_id, sender, size, MAX_FRAME, extra=fields(peer=sender))
+                    log.error(
+                        "node %d: node %d sent a %d-byte frame (limit %d); closing",
+                        self.node_id,
+                        sender,
+                        size,
+                        MAX_FRAME,
+                        extra=fields(peer=sender),
+                    )
                     return
                 if len(buf) - pos < 4 + size:
                     break
                 if self._receive is not None:
-                    self._receive(bytes(buf[pos + 4:pos + 4 + size]))
+                    self._receive(bytes(buf[pos + 4 : pos + 4 + size]))
                 self.last_heard[sender] = time.time()
                 pos += 4 + size
             del buf[:pos]
@@ -340,8 +409,14 @@ class QuorumTransport:
             task_status.started()
 
     # -- receiving
-    async def serve(self, host: str, port: int, receive: Callable[[bytes], None],
-                    kafka: KafkaConnection | None = None, task_status=trio.TASK_STATUS_IGNORED) -> None:
+    async def serve(
+        self,
+        host: str,
+        port: int,
+        receive: Callable[[bytes], None],
+        kafka: KafkaConnection | None = None,
+        task_status=trio.TASK_STATUS_IGNORED,
+    ) -> None:
         """Accept the peers' connections on host:port and hand their messages to `receive`;
         also dials every peer. A connection that does not open with the magic goes to
         `kafka` (Kafka requests to the controller, controller_channel.py) if given. Runs
@@ -355,8 +430,9 @@ class QuorumTransport:
             task_status.started(self.listen_port)
             await trio.serve_listeners(lambda s: self._inbound(s, kafka), listeners, handler_nursery=nursery)
 
-    async def _serve_observer(self, stream: trio.abc.Stream, buf: bytearray, sender: int, peer: str,
-                              voter: bool = False) -> None:
+    async def _serve_observer(
+        self, stream: trio.abc.Stream, buf: bytearray, sender: int, peer: str, voter: bool = False
+    ) -> None:
         """An observer's connection (or, `voter`, another voter's): its frames go to the
         driver, ours to it go back on it."""
         send, recv = trio.open_memory_channel(self._queue_size)
@@ -367,6 +443,7 @@ class QuorumTransport:
         queues[sender] = send
         try:
             async with trio.open_nursery() as nursery:
+
                 async def write() -> None:
                     try:
                         await _write_frames(stream, recv)
@@ -384,8 +461,9 @@ class QuorumTransport:
                     del self.observers[sender]
             send.close()
             if not voter:
-                log.info("node %d: observer %d at %s disconnected", self.node_id, sender, peer,
-                         extra=fields(peer=sender))
+                log.info(
+                    "node %d: observer %d at %s disconnected", self.node_id, sender, peer, extra=fields(peer=sender)
+                )
 
     async def _inbound(self, stream: trio.abc.Stream, kafka: KafkaConnection | None) -> None:
         buf = bytearray()
@@ -403,12 +481,22 @@ class QuorumTransport:
                         try:
                             await tls.do_handshake()
                         except trio.BrokenResourceError as e:
-                            log.error("node %d: TLS handshake with %s on the controller listener failed: %s; closing",
-                                      self.node_id, peer, e.__cause__ or e, extra=fields(peer=peer))
+                            log.error(
+                                "node %d: TLS handshake with %s on the controller listener failed: %s; closing",
+                                self.node_id,
+                                peer,
+                                e.__cause__ or e,
+                                extra=fields(peer=peer),
+                            )
                             return
                     if handshake_wait.cancelled_caught:
-                        log.error("node %d: %s did not finish the TLS handshake in %.0f s; closing", self.node_id,
-                                  peer, HELLO_TIMEOUT, extra=fields(peer=peer))
+                        log.error(
+                            "node %d: %s did not finish the TLS handshake in %.0f s; closing",
+                            self.node_id,
+                            peer,
+                            HELLO_TIMEOUT,
+                            extra=fields(peer=peer),
+                        )
                         return
                     stream = tls
                 session_ends = float("inf")
@@ -416,19 +504,34 @@ class QuorumTransport:
                     try:
                         principal = peer_principal(stream, self.principal_mapping)
                     except ValueError as e:  # no ssl.principal.mapping.rules rule maps its certificate
-                        log.error("node %d: %s refused on the controller listener: %s", self.node_id, peer, e,
-                                  extra=fields(peer=peer))
+                        log.error(
+                            "node %d: %s refused on the controller listener: %s",
+                            self.node_id,
+                            peer,
+                            e,
+                            extra=fields(peer=peer),
+                        )
                         return
                 else:  # SASL_PLAINTEXT, SASL_SSL: the SASL user
                     session = self.sasl(peer)
                     with trio.move_on_after(HELLO_TIMEOUT) as sasl_wait:
                         authenticated = await serve_authentication(
-                            stream, buf, session, self.security.listener, self.sasl_max_receive,
-                            self.failed_authentication_delay)
+                            stream,
+                            buf,
+                            session,
+                            self.security.listener,
+                            self.sasl_max_receive,
+                            self.failed_authentication_delay,
+                        )
                     if sasl_wait.cancelled_caught:
-                        log.error("node %d: %s did not authenticate (SASL) on the controller listener %s in %.0f s; "
-                                  "closing", self.node_id, peer, self.security.listener, HELLO_TIMEOUT,
-                                  extra=fields(peer=peer))
+                        log.error(
+                            "node %d: %s did not authenticate (SASL) on the controller listener %s in %.0f s; closing",
+                            self.node_id,
+                            peer,
+                            self.security.listener,
+                            HELLO_TIMEOUT,
+                            extra=fields(peer=peer),
+                        )
                         return
                     if authenticated is None:
                         return  # serve_authentication or the SASL handlers logged why
@@ -438,17 +541,31 @@ class QuorumTransport:
                 if self.admit is not None:
                     refusal = self.admit(principal, host)
                     if refusal is not None:
-                        log.error("node %d: %s (%s) refused on the controller listener: %s", self.node_id, peer,
-                                  principal, refusal, extra=fields(peer=peer))
+                        log.error(
+                            "node %d: %s (%s) refused on the controller listener: %s",
+                            self.node_id,
+                            peer,
+                            principal,
+                            refusal,
+                            extra=fields(peer=peer),
+                        )
                         return
                 await self._after_authentication(stream, buf, peer, kafka, session_ends, principal)
         except* (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as group:
             # _serve_observer's nursery wraps what it raises: except* catches it either way
-            log.info("node %d: connection from %s lost: %s", self.node_id, peer, group.exceptions[0],
-                     extra=fields(peer=peer))
+            log.info(
+                "node %d: connection from %s lost: %s", self.node_id, peer, group.exceptions[0], extra=fields(peer=peer)
+            )
 
-    async def _after_authentication(self, stream: trio.abc.Stream, buf: bytearray, peer: str,
-                                    kafka: KafkaConnection | None, session_ends: float, principal: str) -> None:
+    async def _after_authentication(
+        self,
+        stream: trio.abc.Stream,
+        buf: bytearray,
+        peer: str,
+        kafka: KafkaConnection | None,
+        session_ends: float,
+        principal: str,
+    ) -> None:
         """An admitted connection: a Raft peer's hello and frames, or a Kafka client. When its
         SASL session ends (`session_ends`), a Raft connection is closed, a Kafka client's at
         its next request."""
@@ -456,38 +573,68 @@ class QuorumTransport:
             if not await fill_buffer(stream, buf, len(MAGIC)):
                 return
         if first_wait.cancelled_caught:
-            log.error("node %d: connection from %s sent nothing in %.0f s; closing", self.node_id, peer,
-                      HELLO_TIMEOUT, extra=fields(peer=peer))
+            log.error(
+                "node %d: connection from %s sent nothing in %.0f s; closing",
+                self.node_id,
+                peer,
+                HELLO_TIMEOUT,
+                extra=fields(peer=peer),
+            )
             return
-        if bytes(buf[:len(MAGIC)]) != MAGIC and kafka is not None:
+        if bytes(buf[: len(MAGIC)]) != MAGIC and kafka is not None:
             await kafka(stream, buf, peer, session_ends=session_ends)
             return
         sender = await self._read_hello(stream, buf, peer)
         if sender is None:
             return
         if sender == self.node_id:
-            log.error("node %d: connection from %s claims this node's own id %d; refused (two nodes "
-                      "configured with node.id %d?)", self.node_id, peer, sender, sender,
-                      extra=fields(peer=peer))
+            log.error(
+                "node %d: connection from %s claims this node's own id %d; refused (two nodes "
+                "configured with node.id %d?)",
+                self.node_id,
+                peer,
+                sender,
+                sender,
+                extra=fields(peer=peer),
+            )
             return
         await stream.send_all(self._hello())
         if sender in self.voters:
             with trio.move_on_at(session_ends) as session_scope:
                 await self._serve_observer(stream, buf, sender, peer, voter=True)
             if session_scope.cancelled_caught:
-                log.info("node %d: the SASL session of controller %d at %s (%s) ended (connections.max.reauth.ms); "
-                         "closing", self.node_id, sender, peer, principal, extra=fields(peer=sender))
+                log.info(
+                    "node %d: the SASL session of controller %d at %s (%s) ended (connections.max.reauth.ms); closing",
+                    self.node_id,
+                    sender,
+                    peer,
+                    principal,
+                    extra=fields(peer=sender),
+                )
             return
         if sender in self.observers:
-            log.error("node %d: connection from %s claims observer node id %d, which is connected from %s; "
-                      "refused (two brokers configured with node.id %d?)", self.node_id, peer, sender,
-                      self.observers[sender], sender, extra=fields(peer=peer))
+            log.error(
+                "node %d: connection from %s claims observer node id %d, which is connected from %s; "
+                "refused (two brokers configured with node.id %d?)",
+                self.node_id,
+                peer,
+                sender,
+                self.observers[sender],
+                sender,
+                extra=fields(peer=peer),
+            )
             return
         with trio.move_on_at(session_ends) as session_scope:
             await self._serve_observer(stream, buf, sender, peer)
         if session_scope.cancelled_caught:
-            log.info("node %d: the SASL session of observer %d at %s (%s) ended (connections.max.reauth.ms); "
-                     "closing", self.node_id, sender, peer, principal, extra=fields(peer=sender))
+            log.info(
+                "node %d: the SASL session of observer %d at %s (%s) ended (connections.max.reauth.ms); closing",
+                self.node_id,
+                sender,
+                peer,
+                principal,
+                extra=fields(peer=sender),
+            )
 
 
 async def _write_frames(stream: trio.abc.Stream, recv: trio.MemoryReceiveChannel) -> None:

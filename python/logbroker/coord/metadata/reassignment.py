@@ -40,20 +40,27 @@ def completable(ps: PartitionState) -> bool:
     return in_progress(ps) and set(ps.target_replicas) <= set(ps.isr)
 
 
-def check_target(image: MetadataImage, name: str, ps: PartitionState, target: list[int],
-                 allow_replication_factor_change: bool) -> None:
+def check_target(
+    image: MetadataImage, name: str, ps: PartitionState, target: list[int], allow_replication_factor_change: bool
+) -> None:
     if not target or len(set(target)) != len(target) or any(r < 0 for r in target):
-        raise ReassignmentError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                                f"{name}: target replicas {target} must be distinct broker ids, and not empty")
+        raise ReassignmentError(
+            ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+            f"{name}: target replicas {target} must be distinct broker ids, and not empty",
+        )
     unknown = [r for r in target if r not in image.brokers]
     if unknown:
-        raise ReassignmentError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                                f"{name}: target replicas {target} name broker(s) {unknown}, which are not registered")
+        raise ReassignmentError(
+            ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+            f"{name}: target replicas {target} name broker(s) {unknown}, which are not registered",
+        )
     current = ps.target_replicas
     if not allow_replication_factor_change and len(target) != len(current):
-        raise ReassignmentError(ErrorCode.INVALID_REPLICATION_FACTOR,
-                                f"{name}: target replicas {target} change the replication factor {len(current)} "
-                                "and the request does not allow that (AllowReplicationFactorChange false)")
+        raise ReassignmentError(
+            ErrorCode.INVALID_REPLICATION_FACTOR,
+            f"{name}: target replicas {target} change the replication factor {len(current)} "
+            "and the request does not allow that (AllowReplicationFactorChange false)",
+        )
 
 
 def start(image: MetadataImage, ps: PartitionState, target: list[int]) -> None:

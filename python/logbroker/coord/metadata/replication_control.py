@@ -50,8 +50,10 @@ def new_partition(index: int, replicas: list[int], image: MetadataImage) -> Part
     are all fenced is refused (INVALID_REPLICA_ASSIGNMENT)."""
     isr = [r for r in replicas if (b := image.brokers.get(r)) is not None and not b.fenced]
     if not isr:
-        raise ControllerError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                              f"all brokers of the assignment {replicas} for partition {index} are fenced")
+        raise ControllerError(
+            ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+            f"all brokers of the assignment {replicas} for partition {index} are fenced",
+        )
     return PartitionState(index, isr[0], 0, list(replicas), isr, 0)
 
 
@@ -83,8 +85,9 @@ class ReplicationControlManager:
         return order
 
     @staticmethod
-    def _assign(image: MetadataImage, brokers: list[int], partition: int, replication_factor: int, start: int = 0
-                ) -> PartitionState:
+    def _assign(
+        image: MetadataImage, brokers: list[int], partition: int, replication_factor: int, start: int = 0
+    ) -> PartitionState:
         """Replicas of a new partition: walking the placement order from (start + partition),
         so leaders (the first replica, the preferred leader) go round robin over brokers and
         racks; each next replica is the next broker in that walk whose rack the partition has
@@ -113,9 +116,15 @@ class ReplicationControlManager:
 
     # --- topics ---------------------------------------------------------------------------
 
-    def check_new_topic(self, image: MetadataImage, name: str, num_partitions: int, replication_factor: int,
-                        assignments: dict[int, list[int]] | None, configs: dict[str, str | None]
-                        ) -> tuple[int, int, dict[str, str]]:
+    def check_new_topic(
+        self,
+        image: MetadataImage,
+        name: str,
+        num_partitions: int,
+        replication_factor: int,
+        assignments: dict[int, list[int]] | None,
+        configs: dict[str, str | None],
+    ) -> tuple[int, int, dict[str, str]]:
         """(partitions, replication factor, checked configs) of a topic CreateTopics may
         create, defaults filled in; ControllerError naming the value otherwise."""
         err = topic_name_error(name)
@@ -143,11 +152,15 @@ class ReplicationControlManager:
         if replication_factor == -1:
             replication_factor = self.config.get_int("default.replication.factor")
         if not 1 <= num_partitions <= MAX_PARTITIONS:
-            raise ControllerError(ErrorCode.INVALID_PARTITIONS, f"topic {name!r}: number of partitions "
-                                                                f"{num_partitions} must be in [1, {MAX_PARTITIONS}]")
+            raise ControllerError(
+                ErrorCode.INVALID_PARTITIONS,
+                f"topic {name!r}: number of partitions {num_partitions} must be in [1, {MAX_PARTITIONS}]",
+            )
         if replication_factor < 1 and not assignments:
-            raise ControllerError(ErrorCode.INVALID_REPLICATION_FACTOR,
-                                  f"topic {name!r}: replication factor {replication_factor} must be at least 1")
+            raise ControllerError(
+                ErrorCode.INVALID_REPLICATION_FACTOR,
+                f"topic {name!r}: replication factor {replication_factor} must be at least 1",
+            )
         try:
             checked = validate_topic_config(configs)
         except ConfigError as e:
@@ -156,8 +169,9 @@ class ReplicationControlManager:
             self._assign(image, self.placement_order(image), 0, replication_factor)  # INVALID_REPLICATION_FACTOR early
         return num_partitions, replication_factor, checked
 
-    def create_topics(self, image: MetadataImage, specs: list[NewTopicSpec]
-                      ) -> ControllerResult[list[TopicState | ControllerError]]:
+    def create_topics(
+        self, image: MetadataImage, specs: list[NewTopicSpec]
+    ) -> ControllerResult[list[TopicState | ControllerError]]:
         """CreateTopics: each topic created, or the error refusing it, in order; the records
         of every created topic together (one metadata-log entry per request, as Kafka's
         controller writes one batch)."""
@@ -175,52 +189,73 @@ class ReplicationControlManager:
             lines += r.log
         return ControllerResult(records, results, lines)
 
-    def create_topic(self, image: MetadataImage, spec: NewTopicSpec, taken: set[uuid.UUID] = frozenset()
-                     ) -> ControllerResult[TopicState]:
+    def create_topic(
+        self, image: MetadataImage, spec: NewTopicSpec, taken: set[uuid.UUID] = frozenset()
+    ) -> ControllerResult[TopicState]:
         """One new topic (`taken`: topic ids given to others in the same request)."""
         name, assignments = spec.name, spec.assignments
         num_partitions, replication_factor, checked = self.check_new_topic(
-            image, name, spec.num_partitions, spec.replication_factor, assignments, spec.configs)
+            image, name, spec.num_partitions, spec.replication_factor, assignments, spec.configs
+        )
         brokers = self.placement_order(image)
         start = random.randrange(max(1, len(brokers)))  # spread leaders over topics
-        partitions = {p: new_partition(p, list(assignments[p]), image) if assignments
-                      else self._assign(image, brokers, p, replication_factor, start) for p in range(num_partitions)}
+        partitions = {
+            p: new_partition(p, list(assignments[p]), image)
+            if assignments
+            else self._assign(image, brokers, p, replication_factor, start)
+            for p in range(num_partitions)
+        }
         topic_id = uuid.uuid4()
         while topic_id in image.topic_ids or topic_id in taken or topic_id.int == 0:
             topic_id = uuid.uuid4()
         topic = TopicState(name, topic_id, partitions, checked)
-        return ControllerResult(topic_records(topic), topic, [(
-            f"created topic {name} (id {topic_id}) with {num_partitions} partition(s), configs {checked}",
-            {"topic": name})])
+        return ControllerResult(
+            topic_records(topic),
+            topic,
+            [
+                (
+                    f"created topic {name} (id {topic_id}) with {num_partitions} partition(s), configs {checked}",
+                    {"topic": name},
+                )
+            ],
+        )
 
     def delete_topic(self, image: MetadataImage, name: str) -> ControllerResult[TopicState]:
         if not self.config.get_bool("delete.topic.enable"):
-            raise ControllerError(ErrorCode.TOPIC_DELETION_DISABLED,
-                                  f"cannot delete topic {name!r}: delete.topic.enable is false")
+            raise ControllerError(
+                ErrorCode.TOPIC_DELETION_DISABLED, f"cannot delete topic {name!r}: delete.topic.enable is false"
+            )
         topic = image.topics.get(name)
         if topic is None:
             raise ControllerError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
-        return ControllerResult([encode_record("RemoveTopic", topic_id=topic.topic_id.hex)], topic,
-                                [(f"deleted topic {name} (id {topic.topic_id})", {"topic": name})])
+        return ControllerResult(
+            [encode_record("RemoveTopic", topic_id=topic.topic_id.hex)],
+            topic,
+            [(f"deleted topic {name} (id {topic.topic_id})", {"topic": name})],
+        )
 
-    def create_partitions(self, image: MetadataImage, name: str, count: int,
-                          assignments: list[list[int]] | None) -> ControllerResult[None]:
+    def create_partitions(
+        self, image: MetadataImage, name: str, count: int, assignments: list[list[int]] | None
+    ) -> ControllerResult[None]:
         topic = image.topics.get(name)
         if topic is None:
             raise ControllerError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
         current = len(topic.partitions)
         if count < current:
-            raise ControllerError(ErrorCode.INVALID_PARTITIONS,
-                                  f"topic {name!r} has {current} partitions; cannot reduce to {count}")
+            raise ControllerError(
+                ErrorCode.INVALID_PARTITIONS, f"topic {name!r} has {current} partitions; cannot reduce to {count}"
+            )
         if count == current:
             raise ControllerError(ErrorCode.INVALID_PARTITIONS, f"topic {name!r} already has {current} partitions")
         if count > MAX_PARTITIONS:
-            raise ControllerError(ErrorCode.INVALID_PARTITIONS,
-                                  f"topic {name!r}: {count} partitions is above {MAX_PARTITIONS}")
+            raise ControllerError(
+                ErrorCode.INVALID_PARTITIONS, f"topic {name!r}: {count} partitions is above {MAX_PARTITIONS}"
+            )
         if assignments is not None and len(assignments) != count - current:
             raise ControllerError(
                 ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                f"topic {name!r}: {len(assignments)} assignments given for {count - current} new partitions")
+                f"topic {name!r}: {len(assignments)} assignments given for {count - current} new partitions",
+            )
         rf = len(topic.partitions[0].replicas)
         brokers = self.placement_order(image)
         start = random.randrange(max(1, len(brokers)))
@@ -232,18 +267,30 @@ class ReplicationControlManager:
                 if not r or unknown:
                     raise ControllerError(
                         ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                        f"topic {name!r} partition {p}: assignment {r} names unknown brokers {unknown}")
+                        f"topic {name!r} partition {p}: assignment {r} names unknown brokers {unknown}",
+                    )
                 new.append(new_partition(p, list(r), image))
             else:
                 new.append(self._assign(image, brokers, p, rf, start))
-        return ControllerResult([partition_record(topic.topic_id, ps) for ps in new], None,
-                                [(f"topic {name}: partitions {current} -> {count}", {"topic": name})])
+        return ControllerResult(
+            [partition_record(topic.topic_id, ps) for ps in new],
+            None,
+            [(f"topic {name}: partitions {current} -> {count}", {"topic": name})],
+        )
 
     # --- ISR changes (AlterPartition) -------------------------------------------------------
 
-    def alter_partition(self, image: MetadataImage, broker_id: int, broker_epoch: int, topic_id: uuid.UUID,
-                        partition: int, leader_epoch: int, partition_epoch: int, new_isr: list[int]
-                        ) -> ControllerResult[tuple[ErrorCode, str, PartitionState | None]]:
+    def alter_partition(
+        self,
+        image: MetadataImage,
+        broker_id: int,
+        broker_epoch: int,
+        topic_id: uuid.UUID,
+        partition: int,
+        leader_epoch: int,
+        partition_epoch: int,
+        new_isr: list[int],
+    ) -> ControllerResult[tuple[ErrorCode, str, PartitionState | None]]:
         """A partition leader asks to change its ISR (Kafka's AlterPartition). Checked in
         order: topic and partition exist; the requester is registered with that broker epoch
         (-1: not checked) and leads the partition at `leader_epoch` (older:
@@ -254,6 +301,7 @@ class ReplicationControlManager:
         (INELIGIBLE_REPLICA). Accepted: the ISR with the partition epoch bumped (leader and
         leader epoch unchanged), completing a reassignment it makes complete. The response is
         (error, message, the partition's state after the request)."""
+
         def refused(code: ErrorCode, message: str, ps: PartitionState | None):
             return ControllerResult([], (code, message, ps))
 
@@ -266,41 +314,74 @@ class ReplicationControlManager:
             return refused(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"partition {name} does not exist", None)
         reg = image.brokers.get(broker_id)
         if reg is None or (broker_epoch >= 0 and reg.epoch != broker_epoch):
-            return refused(ErrorCode.STALE_BROKER_EPOCH, f"broker {broker_id} epoch {broker_epoch} is not registered"
-                           + (f" (registered epoch {reg.epoch})" if reg else ""), ps)
+            return refused(
+                ErrorCode.STALE_BROKER_EPOCH,
+                f"broker {broker_id} epoch {broker_epoch} is not registered"
+                + (f" (registered epoch {reg.epoch})" if reg else ""),
+                ps,
+            )
         if ps.leader != broker_id:
-            return refused(ErrorCode.NOT_LEADER_OR_FOLLOWER,
-                           f"broker {broker_id} does not lead {name} (leader {ps.leader})", ps)
+            return refused(
+                ErrorCode.NOT_LEADER_OR_FOLLOWER, f"broker {broker_id} does not lead {name} (leader {ps.leader})", ps
+            )
         if leader_epoch < ps.leader_epoch:
-            return refused(ErrorCode.FENCED_LEADER_EPOCH,
-                           f"leader epoch {leader_epoch} of {name} is older than {ps.leader_epoch}", ps)
+            return refused(
+                ErrorCode.FENCED_LEADER_EPOCH,
+                f"leader epoch {leader_epoch} of {name} is older than {ps.leader_epoch}",
+                ps,
+            )
         if leader_epoch > ps.leader_epoch:
-            return refused(ErrorCode.NOT_CONTROLLER,
-                           f"leader epoch {leader_epoch} of {name} is newer than this controller's {ps.leader_epoch}",
-                           ps)
+            return refused(
+                ErrorCode.NOT_CONTROLLER,
+                f"leader epoch {leader_epoch} of {name} is newer than this controller's {ps.leader_epoch}",
+                ps,
+            )
         if partition_epoch != ps.partition_epoch:
-            return refused(ErrorCode.INVALID_UPDATE_VERSION,
-                           f"partition epoch {partition_epoch} of {name} is not the current {ps.partition_epoch}", ps)
-        if not new_isr or ps.leader not in new_isr or len(set(new_isr)) != len(new_isr) \
-                or any(r not in ps.replicas for r in new_isr):
-            return refused(ErrorCode.INVALID_REQUEST, f"ISR {new_isr} of {name} must be distinct replicas of "
-                                                      f"{ps.replicas} including the leader {ps.leader}", ps)
+            return refused(
+                ErrorCode.INVALID_UPDATE_VERSION,
+                f"partition epoch {partition_epoch} of {name} is not the current {ps.partition_epoch}",
+                ps,
+            )
+        if (
+            not new_isr
+            or ps.leader not in new_isr
+            or len(set(new_isr)) != len(new_isr)
+            or any(r not in ps.replicas for r in new_isr)
+        ):
+            return refused(
+                ErrorCode.INVALID_REQUEST,
+                f"ISR {new_isr} of {name} must be distinct replicas of {ps.replicas} including the leader {ps.leader}",
+                ps,
+            )
         ineligible = [r for r in new_isr if r not in ps.isr and (r not in image.brokers or image.brokers[r].fenced)]
         if ineligible:
-            return refused(ErrorCode.INELIGIBLE_REPLICA,
-                           f"broker(s) {ineligible} cannot join the ISR of {name}: fenced or not registered", ps)
+            return refused(
+                ErrorCode.INELIGIBLE_REPLICA,
+                f"broker(s) {ineligible} cannot join the ISR of {name}: fenced or not registered",
+                ps,
+            )
         if sorted(new_isr) == sorted(ps.isr):
             return ControllerResult([], (ErrorCode.NONE, "", ps))
         changed = dataclasses.replace(ps, isr=list(new_isr), partition_epoch=ps.partition_epoch + 1)
         completed = reassignment.maybe_complete(image, changed)
-        lines = [(f"{name}: ISR {ps.isr} -> {new_isr} (requested by leader {broker_id}, leader epoch {leader_epoch}, "
-                  f"partition epoch {partition_epoch} -> {changed.partition_epoch})",
-                  {**_where(topic.name, partition), "peer": broker_id})]
+        lines = [
+            (
+                f"{name}: ISR {ps.isr} -> {new_isr} (requested by leader {broker_id}, leader epoch {leader_epoch}, "
+                f"partition epoch {partition_epoch} -> {changed.partition_epoch})",
+                {**_where(topic.name, partition), "peer": broker_id},
+            )
+        ]
         if completed:
-            lines.append((f"{name}: reassignment complete: replicas {changed.replicas}, ISR {changed.isr}, leader "
-                          f"{changed.leader}", _where(topic.name, partition)))
-        return ControllerResult([partition_change_record(topic.topic_id, changed)], (ErrorCode.NONE, "", changed),
-                                lines)
+            lines.append(
+                (
+                    f"{name}: reassignment complete: replicas {changed.replicas}, ISR {changed.isr}, leader "
+                    f"{changed.leader}",
+                    _where(topic.name, partition),
+                )
+            )
+        return ControllerResult(
+            [partition_change_record(topic.topic_id, changed)], (ErrorCode.NONE, "", changed), lines
+        )
 
     # --- leader elections ---------------------------------------------------------------
 
@@ -311,13 +392,16 @@ class ReplicationControlManager:
             return self.config.get_bool("unclean.leader.election.enable")
         return value == "true"
 
-    def elect_for_brokers(self, image: MetadataImage, gone: set[int], returning: frozenset[int] = frozenset()
-                          ) -> tuple[list[bytes], list[elections.Election]]:
+    def elect_for_brokers(
+        self, image: MetadataImage, gone: set[int], returning: frozenset[int] = frozenset()
+    ) -> tuple[list[bytes], list[elections.Election]]:
         """The PartitionChange records and leader changes when `gone` brokers are fenced and
         `returning` ones unfenced (elections.elect_for_brokers)."""
         changes = elections.elect_for_brokers(image, gone, self.unclean_allowed, returning)
-        return ([partition_change_record(t.topic_id, new) for t, new, _e in changes],
-                [e for _t, _n, e in changes if e is not None])
+        return (
+            [partition_change_record(t.topic_id, new) for t, new, _e in changes],
+            [e for _t, _n, e in changes if e is not None],
+        )
 
     def reconcile(self, image: MetadataImage, scope: Scope = None) -> ControllerResult[list[elections.Election]]:
         """The active controller's periodic pass over the partitions in `scope` (None: every
@@ -342,20 +426,22 @@ class ReplicationControlManager:
             lines.append((f"elected leaders for {len(moved)} partition(s): {elections.summary(moved)}", {}))
         if done:
             lines.append((f"completed the reassignment of {', '.join(done)}", {}))
-        return ControllerResult([partition_change_record(t.topic_id, new) for t, new in changes.values()], moved,
-                                lines)
+        return ControllerResult([partition_change_record(t.topic_id, new) for t, new in changes.values()], moved, lines)
 
-    def elect_leaders(self, image: MetadataImage, election_type: int, partitions: list[tuple[str, list[int]]] | None
-                      ) -> ControllerResult[tuple[list[PartitionResult], list[elections.Election]]]:
+    def elect_leaders(
+        self, image: MetadataImage, election_type: int, partitions: list[tuple[str, list[int]]] | None
+    ) -> ControllerResult[tuple[list[PartitionResult], list[elections.Election]]]:
         """ElectLeaders: preferred (0) or unclean (1) election for `partitions` (None: every
         partition; then partitions that need no election are left out of the result, as
         Kafka does). The response: (topic, partition, error, message) per partition, and
         the unclean elections made."""
         if election_type not in (elections.PREFERRED, elections.UNCLEAN):
-            raise ControllerError(ErrorCode.INVALID_REQUEST,
-                                  f"election type {election_type} is not 0 (preferred) or 1 (unclean)")
-        wanted = partitions if partitions is not None else [
-            (t.name, sorted(t.partitions)) for t in image.topics.values()]
+            raise ControllerError(
+                ErrorCode.INVALID_REQUEST, f"election type {election_type} is not 0 (preferred) or 1 (unclean)"
+            )
+        wanted = (
+            partitions if partitions is not None else [(t.name, sorted(t.partitions)) for t in image.topics.values()]
+        )
         results: list[PartitionResult] = []
         unclean: list[elections.Election] = []
         records, changed = [], []
@@ -364,8 +450,9 @@ class ReplicationControlManager:
             for i in indexes:
                 old = None if t is None else t.partitions.get(i)
                 if t is None or old is None:
-                    results.append((name, i, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                                    f"partition {name}-{i} does not exist"))
+                    results.append(
+                        (name, i, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"partition {name}-{i} does not exist")
+                    )
                     continue
                 ps = dataclasses.replace(old)
                 if election_type == elections.PREFERRED:
@@ -380,8 +467,17 @@ class ReplicationControlManager:
                 if code == ErrorCode.NONE:
                     records.append(partition_change_record(t.topic_id, ps))
                     changed.append(f"{name}-{i} -> {ps.leader}")
-        lines = [(f"{'preferred' if election_type == elections.PREFERRED else 'unclean'} leader election: "
-                  f"{', '.join(changed)}", {})] if changed else []
+        lines = (
+            [
+                (
+                    f"{'preferred' if election_type == elections.PREFERRED else 'unclean'} leader election: "
+                    f"{', '.join(changed)}",
+                    {},
+                )
+            ]
+            if changed
+            else []
+        )
         return ControllerResult(records, (results, unclean), lines)
 
     def rebalance_leaders(self, image: MetadataImage) -> ControllerResult[int]:
@@ -393,14 +489,27 @@ class ReplicationControlManager:
             elections.elect_preferred(image, t, ps)
             records.append(partition_change_record(t.topic_id, ps))
             moved.append(f"{t.name}-{ps.partition} {old.leader}->{ps.leader}")
-        lines = [(f"leader rebalance: {len(moved)} partition(s) back on their preferred replica: "
-                  f"{', '.join(moved[:10])}", {})] if moved else []
+        lines = (
+            [
+                (
+                    f"leader rebalance: {len(moved)} partition(s) back on their preferred replica: "
+                    f"{', '.join(moved[:10])}",
+                    {},
+                )
+            ]
+            if moved
+            else []
+        )
         return ControllerResult(records, len(moved), lines)
 
     # --- partition reassignment (KIP-455, reassignment.py) ------------------------------
 
-    def alter_reassignments(self, image: MetadataImage, items: list[tuple[str, int, list[int] | None]],
-                            allow_replication_factor_change: bool) -> ControllerResult[list[PartitionResult]]:
+    def alter_reassignments(
+        self,
+        image: MetadataImage,
+        items: list[tuple[str, int, list[int] | None]],
+        allow_replication_factor_change: bool,
+    ) -> ControllerResult[list[PartitionResult]]:
         """AlterPartitionReassignments: start (a target) or cancel (None) the reassignment of
         each (topic, partition); the response is (topic, partition, error, message) for
         each, and the accepted ones are written together."""
@@ -426,17 +535,25 @@ class ReplicationControlManager:
             if ps != old:  # an accepted target equal to the replicas changes nothing
                 records.append(partition_change_record(t.topic_id, ps))
             what = "cancelled the reassignment" if target is None else f"reassigning to {target}"
-            lines.append((f"{name}-{i}: {what} (replicas {old.replicas} -> {ps.replicas}, adding {ps.adding_replicas}, "
-                          f"removing {ps.removing_replicas}, ISR {ps.isr}, leader {ps.leader})", _where(name, i)))
+            lines.append(
+                (
+                    f"{name}-{i}: {what} (replicas {old.replicas} -> {ps.replicas}, adding {ps.adding_replicas}, "
+                    f"removing {ps.removing_replicas}, ISR {ps.isr}, leader {ps.leader})",
+                    _where(name, i),
+                )
+            )
         return ControllerResult(records, results, lines)
 
     @staticmethod
-    def list_reassignments(image: MetadataImage, partitions: list[tuple[str, list[int]]] | None
-                           ) -> list[tuple[str, int, list[int], list[int], list[int]]]:
+    def list_reassignments(
+        image: MetadataImage, partitions: list[tuple[str, list[int]]] | None
+    ) -> list[tuple[str, int, list[int], list[int], list[int]]]:
         """Reassignments in progress: (topic, partition, replicas, adding, removing), of
         `partitions` (None: all); unknown partitions are left out."""
         out = []
-        wanted = partitions if partitions is not None else [(t.name, sorted(t.partitions)) for t in image.topics.values()]
+        wanted = (
+            partitions if partitions is not None else [(t.name, sorted(t.partitions)) for t in image.topics.values()]
+        )
         for name, indexes in wanted:
             t = image.topics.get(name)
             for i in indexes:

@@ -18,28 +18,37 @@ from logbroker.protocol import ErrorCode
 UserResult = tuple[str, ErrorCode, str | None]
 
 
-def scram_error(image: MetadataImage, user: str, mechanism: str, iterations: int | None
-                ) -> tuple[ErrorCode, str] | None:
+def scram_error(
+    image: MetadataImage, user: str, mechanism: str, iterations: int | None
+) -> tuple[ErrorCode, str] | None:
     """Why this deletion (iterations None) or upsertion is refused, or None."""
     if not user:
         return ErrorCode.UNACCEPTABLE_CREDENTIAL, "a SCRAM credential needs a user name; it is empty"
     if mechanism not in scram.MECHANISM_TYPES:
-        return (ErrorCode.UNSUPPORTED_SASL_MECHANISM,
-                f"user {user!r}: unknown SCRAM mechanism {mechanism!r} (SCRAM-SHA-256 or SCRAM-SHA-512)")
+        return (
+            ErrorCode.UNSUPPORTED_SASL_MECHANISM,
+            f"user {user!r}: unknown SCRAM mechanism {mechanism!r} (SCRAM-SHA-256 or SCRAM-SHA-512)",
+        )
     if iterations is None:
         if image.scram_credential(user, mechanism) is None:
             return ErrorCode.RESOURCE_NOT_FOUND, f"user {user!r} has no {mechanism} credential to delete"
         return None
     if not scram.MIN_ITERATIONS <= iterations <= scram.MAX_ITERATIONS:
-        return (ErrorCode.UNACCEPTABLE_CREDENTIAL,
-                f"user {user!r} ({mechanism}): {iterations} iterations, must be between "
-                f"{scram.MIN_ITERATIONS} and {scram.MAX_ITERATIONS}")
+        return (
+            ErrorCode.UNACCEPTABLE_CREDENTIAL,
+            f"user {user!r} ({mechanism}): {iterations} iterations, must be between "
+            f"{scram.MIN_ITERATIONS} and {scram.MAX_ITERATIONS}",
+        )
     return None
 
 
 class ScramControlManager:
-    def alter(self, image: MetadataImage, deletions: list[tuple[str, str]],
-              upsertions: list[tuple[str, str, int, bytes, bytes]]) -> ControllerResult[list[UserResult]]:
+    def alter(
+        self,
+        image: MetadataImage,
+        deletions: list[tuple[str, str]],
+        upsertions: list[tuple[str, str, int, bytes, bytes]],
+    ) -> ControllerResult[list[UserResult]]:
         """AlterUserScramCredentials: delete (user, mechanism) credentials and upsert (user,
         mechanism, iterations, salt, salted password) ones. Kafka's rules, per user: a user
         named more than once in the request, in deletions or upsertions, is
@@ -54,9 +63,11 @@ class ScramControlManager:
             if user in errors:
                 return True
             if to_delete.pop(user, None) is not None or to_upsert.pop(user, None) is not None:
-                errors[user] = (ErrorCode.DUPLICATE_RESOURCE,
-                                f"user {user!r} is named more than once in one request; a user's credentials "
-                                "can be altered once per request")
+                errors[user] = (
+                    ErrorCode.DUPLICATE_RESOURCE,
+                    f"user {user!r} is named more than once in one request; a user's credentials "
+                    "can be altered once per request",
+                )
                 return True
             return False
 
@@ -79,8 +90,9 @@ class ScramControlManager:
             records.append(encode_record("RemoveUserScramCredential", name=user, mechanism=mechanism))
             lines.append((f"user {user}: deleted the {mechanism} credential", {}))
         for user, (mechanism, iterations, salt, salted) in to_upsert.items():
-            credential = ScramCredential(mechanism, salt, scram.stored_key(mechanism, salted),
-                                         scram.server_key(mechanism, salted), iterations)
+            credential = ScramCredential(
+                mechanism, salt, scram.stored_key(mechanism, salted), scram.server_key(mechanism, salted), iterations
+            )
             records.append(encode_record("UserScramCredential", name=user, mechanism=mechanism, **credential.to_json()))
             lines.append((f"user {user}: set the {mechanism} credential ({iterations} iterations)", {}))
         results = [(u, *errors[u]) if u in errors else (u, ErrorCode.NONE, None) for u in order]
