@@ -290,6 +290,19 @@ class MetricsServer:
             "Unclean leader elections this node decided as the active controller.",
             controller.unclean_leader_elections,
         )
+        out.one(
+            "logbroker_controller_alterpartition_requests_total",
+            "counter",
+            "AlterPartition requests (ISR changes) this node handled as the active controller, its own "
+            "broker's included.",
+            controller.alter_partition_requests,
+        )
+        out.one(
+            "logbroker_controller_alterpartition_partitions_total",
+            "counter",
+            "Partitions named by those AlterPartition requests.",
+            controller.alter_partition_partitions,
+        )
 
     async def _group_lag(self, out: Exposition, groups, controller, replicas) -> None:
         committed: list[tuple[str, str, int, int]] = []

@@ -22,7 +22,19 @@ and asks the controller with AlterPartition (leader epoch and partition epoch as
 has them). The new ISR takes effect when the controller's record reaches this broker's
 image; until then the HW is computed over the committed ISR, which is the larger one during
 a shrink (Kafka's "maximal ISR"), so no acknowledged record depends on a replica outside the
-committed ISR. One request per partition is in flight at a time.
+committed ISR.
+
+Batching (Kafka's AlterPartitionManager, KIP-497). A pass collects every led partition that
+needs a change and asks for all of them in one AlterPartition request, grouped by topic id
+(`BrokerLifecycle.alter_partitions`: 1,000 partitions per request at most; the active
+controller's own broker calls the controller directly with the same batch); the controller
+answers each partition on its own and commits the accepted ones as one metadata-log entry.
+A broker rejoining thousands of ISRs after a restart is back in a few requests rather than
+one round trip (and one commit) per partition. One change per partition is in flight at a
+time (`_in_flight`): a partition asked for is left out of every pass until its answer is in
+and, when accepted, the new partition epoch is in this broker's image (or 2 s passed), so
+the next pass does not ask again with the old partition epoch. That wait covers the whole
+request at once: partitions do not wait for each other's round trips.
 """
 
 from __future__ import annotations
@@ -30,22 +42,27 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
 
 import trio
 
 from logbroker import _core
 from logbroker.clock import now_ms, run_every
 from logbroker.common.config import BrokerConfig
+from logbroker.coord.metadata.control import IsrChange
 from logbroker.coord.metadata.metadata import MetadataImage
 from logbroker.coord.peer_security import rust_client_sasl, rust_client_tls
 from logbroker.log_format import FETCHER_LINES, fields, parse_fields
+
+if TYPE_CHECKING:
+    from logbroker.broker.partition import Partition
 
 log = logging.getLogger("logbroker.replication")
 
 NO_LEADER = -1
 
-# (topic id, partition, leader epoch, partition epoch, new ISR) -> (error code, message)
-AlterIsr = Callable[[object, int, int, int, list[int]], Awaitable[tuple[int, str]]]
+# the ISR changes of one pass -> (error code, message) for each, in order
+AlterIsr = Callable[[list[IsrChange]], Awaitable[list[tuple[int, str]]]]
 
 
 def _leader_and_topic(followed: tuple[int, int, uuid.UUID] | None) -> tuple[int, uuid.UUID] | None:
@@ -185,6 +202,7 @@ class Replication:
     async def _shrink(self) -> None:
         lag_ms = self.config.get_int("replica.lag.time.max.ms")
         now = now_ms()
+        changes = []
         for p in self._led():
             if len(p.isr) <= 1:
                 continue  # only the leader in sync: nobody to remove
@@ -195,12 +213,15 @@ class Replication:
             if out:
                 new_isr = [r for r in p.isr if r not in out]
                 detail = ", ".join(f"{r} (LEO {behind[r][0]}, last caught up {_ago(now, behind[r][1])})" for r in out)
-                await self._alter(
-                    p,
-                    new_isr,
-                    f"shrink: {detail} behind leader LEO {p.log.log_end_offset} for more "
-                    f"than replica.lag.time.max.ms={lag_ms}",
+                changes.append(
+                    (
+                        p,
+                        new_isr,
+                        f"shrink: {detail} behind leader LEO {p.log.log_end_offset} for more "
+                        f"than replica.lag.time.max.ms={lag_ms}",
+                    )
                 )
+        await self._alter(changes)
 
     async def _expand(self) -> None:
         image = self._image
@@ -208,6 +229,7 @@ class Replication:
             return
         lag_ms = self.config.get_int("replica.lag.time.max.ms")
         now = now_ms()
+        changes = []
         # only partitions with a replica outside the ISR (ReplicaManager.isr_short): an idle
         # broker of 50,000 in-sync partitions passed over every one of them 4 times a second
         for p in self._led(self.replicas.isr_short.values()):
@@ -227,9 +249,10 @@ class Replication:
             ]
             if joining:
                 new_isr = list(p.isr) + joining
-                await self._alter(
-                    p, new_isr, "expand: " + ", ".join(f"{r} caught up (LEO {states[r]}, HW {hw})" for r in joining)
+                changes.append(
+                    (p, new_isr, "expand: " + ", ".join(f"{r} caught up (LEO {states[r]}, HW {hw})" for r in joining))
                 )
+        await self._alter(changes)
 
     def _led(self, among=None) -> list:
         """The partitions this broker leads (of `among`, default all), with no ISR change in flight."""
@@ -241,46 +264,63 @@ class Replication:
             if p.is_leader and not p.deleted and (p.topic, p.index) not in self._in_flight
         ]
 
-    async def _alter(self, p, new_isr: list[int], why: str) -> None:
-        key = (p.topic, p.index)
-        state = p.state
-        self._in_flight.add(key)
+    async def _alter(self, changes: list[tuple[Partition, list[int], str]]) -> None:
+        """Ask the controller for every ISR change of one pass together ((partition, new ISR,
+        why) each): one AlterPartition request (`BrokerLifecycle.alter_partitions`), then wait
+        (bounded) for the committed changes to reach this broker's image."""
+        if not changes:
+            return
+        asked = [(p, p.state, new_isr) for p, new_isr, _why in changes]
+        keys = [(p.topic, p.index) for p, _state, _isr in asked]
+        self._in_flight.update(keys)
         try:
-            log.info(
-                "%s: asking the controller to change ISR %s -> %s (leader epoch %d, partition epoch %d): %s",
-                p.name,
-                state.isr,
-                new_isr,
-                state.leader_epoch,
-                state.partition_epoch,
-                why,
-                extra=fields(topic=p.topic, partition=p.index),
-            )
-            code, message = await self.alter_isr(
-                p.topic_id, p.index, state.leader_epoch, state.partition_epoch, new_isr
-            )
-            if code != 0:
+            for (p, state, new_isr), (_p, _isr, why) in zip(asked, changes):
                 log.info(
-                    "%s: ISR change %s -> %s refused (error %d): %s",
+                    "%s: asking the controller to change ISR %s -> %s (leader epoch %d, partition epoch %d): %s",
                     p.name,
                     state.isr,
                     new_isr,
-                    code,
-                    message,
+                    state.leader_epoch,
+                    state.partition_epoch,
+                    why,
                     extra=fields(topic=p.topic, partition=p.index),
                 )
-            else:
+            results = await self.alter_isr(
+                [
+                    IsrChange(p.topic_id, p.index, state.leader_epoch, state.partition_epoch, new_isr)
+                    for p, state, new_isr in asked
+                ]
+            )
+            waiting = []
+            for (p, state, new_isr), (code, message) in zip(asked, results):
+                if code != 0:
+                    log.info(
+                        "%s: ISR change %s -> %s (leader epoch %d, partition epoch %d) refused (error %d): %s",
+                        p.name,
+                        state.isr,
+                        new_isr,
+                        state.leader_epoch,
+                        state.partition_epoch,
+                        code,
+                        message,
+                        extra=fields(topic=p.topic, partition=p.index),
+                    )
+                    continue
                 if len(new_isr) < len(state.isr):
                     self.isr_shrinks += 1
                 else:
                     self.isr_expands += 1
-                # wait (bounded) for the committed change to reach this broker's image, so the
-                # next pass does not ask again with the old partition epoch
-                with trio.move_on_after(2):
-                    while p.state.partition_epoch == state.partition_epoch and not p.deleted:
-                        await trio.sleep(0.02)
+                waiting.append((p, state.partition_epoch))
+            # wait (bounded) for the committed changes to reach this broker's image, so the
+            # next pass does not ask again with the old partition epoch: the whole request's
+            # partitions together, each dropped from the wait as its new epoch shows
+            with trio.move_on_after(2):
+                while waiting := [
+                    (p, epoch) for p, epoch in waiting if p.state.partition_epoch == epoch and not p.deleted
+                ]:
+                    await trio.sleep(0.02)
         finally:
-            self._in_flight.discard(key)
+            self._in_flight.difference_update(keys)
 
 
 def _names(keys: list[tuple[str, int]], limit: int = 8) -> str:

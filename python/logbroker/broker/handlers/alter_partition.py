@@ -1,16 +1,20 @@
 """AlterPartition (56), on the controller listener only: a partition leader asks the active
-controller to change its ISR (coord/metadata/controller.py `alter_partition` has the checks).
-Versions 2-3 name topics by id; v3 sends each ISR member with its broker epoch (accepted,
-the ids are used). A node that is not the active controller answers NOT_CONTROLLER."""
+controller to change the ISR of partitions it leads, many in one request
+(coord/metadata/controller.py `alter_partitions`, replication_control.py has the checks):
+each partition is answered on its own, and the accepted ones are committed together, one
+metadata-log entry per request. Versions 2-3 name topics by id; v3 sends each ISR member
+with its broker epoch (accepted, the ids are used). A node that is not the active controller
+answers NOT_CONTROLLER."""
 
 from __future__ import annotations
 
+import itertools
 import logging
 
 from logbroker.common.acl import CLUSTER_NAME
 from logbroker.common.acl import AclOperation as Op
 from logbroker.common.acl import ResourceType as Res
-from logbroker.coord.metadata.control import ControllerError
+from logbroker.coord.metadata.control import ControllerError, IsrChange
 from logbroker.log_format import fields
 from logbroker.protocol import RESPONSES, ErrorCode
 
@@ -28,41 +32,54 @@ async def handle(ctx, request):
     controller = ctx.controller
     if not controller.quorum.is_active:
         return Response(throttle_time_ms=0, error_code=ErrorCode.NOT_CONTROLLER, topics=[])
+    changes = [
+        IsrChange(
+            t.topic_id,
+            p.partition_index,
+            p.leader_epoch,
+            p.partition_epoch,
+            [b.broker_id for b in p.new_isr_with_epochs] if ctx.version >= 3 else list(p.new_isr),
+        )
+        for t in request.topics
+        for p in t.partitions
+    ]
+    failed = None
+    try:
+        results = await controller.alter_partitions(request.broker_id, request.broker_epoch, changes)
+    except ControllerError as e:  # nothing committed (no longer the active controller, the entry timed out)
+        failed = e
+        results = [(e.code, e.message, None)] * len(changes)
+        log.info(
+            "AlterPartition from broker %d for %d partition(s) failed: %s: %s",
+            request.broker_id,
+            len(changes),
+            ErrorCode(e.code).name,
+            e.message,
+            extra=fields(peer=request.broker_id),
+        )
+    answers = iter(zip(changes, results))
     topics = []
     for t in request.topics:
         parts = []
-        for p in t.partitions:
-            new_isr = [b.broker_id for b in p.new_isr_with_epochs] if ctx.version >= 3 else list(p.new_isr)
-            try:
-                code, message, state = await controller.alter_partition(
-                    request.broker_id,
-                    request.broker_epoch,
-                    t.topic_id,
-                    p.partition_index,
-                    p.leader_epoch,
-                    p.partition_epoch,
-                    new_isr,
-                )
-            except ControllerError as e:
-                code, message, state = e.code, e.message, None
-            if code != ErrorCode.NONE:
+        for change, (code, message, state) in itertools.islice(answers, len(t.partitions)):
+            if code != ErrorCode.NONE and failed is None:
                 topic = controller.image.topic_by_id(t.topic_id)
                 log.info(
                     "AlterPartition from broker %d for partition %d of topic %s (leader epoch %d, partition "
                     "epoch %d, ISR %s) refused: %s: %s",
                     request.broker_id,
-                    p.partition_index,
+                    change.partition,
                     t.topic_id,
-                    p.leader_epoch,
-                    p.partition_epoch,
-                    new_isr,
+                    change.leader_epoch,
+                    change.partition_epoch,
+                    change.new_isr,
                     ErrorCode(code).name,
                     message,
-                    extra=fields(topic=topic and topic.name, partition=p.partition_index, peer=request.broker_id),
+                    extra=fields(topic=topic and topic.name, partition=change.partition, peer=request.broker_id),
                 )
             parts.append(
                 Response.PartitionData(
-                    partition_index=p.partition_index,
+                    partition_index=change.partition,
                     error_code=code,
                     leader_id=state.leader if state else -1,
                     leader_epoch=state.leader_epoch if state else -1,

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from logbroker.coord.metadata.control import ControllerError
+from logbroker.coord.metadata.control import ControllerError, IsrChange
 from logbroker.coord.metadata.controller_channel import ControllerClient, ControllerUnavailable
 from logbroker.log_format import fields
 from logbroker.protocol import REQUESTS, ErrorCode
@@ -46,6 +46,7 @@ log = logging.getLogger("logbroker.controller")
 HEARTBEAT = 63
 HEARTBEAT_VERSION = 1
 ALTER_PARTITION = 56
+ALTER_PARTITION_MAX_PARTITIONS = 1000  # partitions per AlterPartition request a broker sends
 CONTROLLED_SHUTDOWN_SECONDS = 10.0
 NO_CONTROLLER_SECONDS = 2.0
 
@@ -81,64 +82,71 @@ class BrokerLifecycle:
             await self.client.close()
             await self.isr_client.close()
 
-    async def alter_partition(
-        self,
-        topic_id,
-        partition: int,
-        leader_epoch: int,
-        partition_epoch: int,
-        new_isr: list[int],
-        timeout: float = 10.0,
-    ) -> tuple[int, str]:
-        """Ask the active controller to make `new_isr` the ISR of a partition this broker leads
-        (AlterPartition v3); (error code, message). The committed change reaches this broker
-        as a metadata record; a refusal (stale epochs, ineligible replica) is returned as is,
-        and an unreachable controller as REQUEST_TIMED_OUT."""
+    async def alter_partitions(self, changes: list[IsrChange], timeout: float = 10.0) -> list[tuple[int, str]]:
+        """Ask the active controller to change the ISRs of partitions this broker leads, all in
+        one AlterPartition v3 request (grouped by topic id; more than
+        `ALTER_PARTITION_MAX_PARTITIONS` go in several, one after the other); (error code,
+        message) per change, in order. The active controller's own broker calls it directly,
+        with the same batches. The committed changes reach this broker as metadata records; a
+        refusal (stale epochs, ineligible replica) is returned as is, and an unreachable
+        controller as REQUEST_TIMED_OUT for every change of the request."""
+        out: list[tuple[int, str]] = []
+        for i in range(0, len(changes), ALTER_PARTITION_MAX_PARTITIONS):
+            out += await self._alter_partitions(changes[i : i + ALTER_PARTITION_MAX_PARTITIONS], timeout)
+        return out
+
+    async def _alter_partitions(self, changes: list[IsrChange], timeout: float) -> list[tuple[int, str]]:
         epoch = self.quorum.registered_epoch
         if epoch is None:
-            return ErrorCode.STALE_BROKER_EPOCH, f"broker {self.node_id} is not registered yet"
+            return [(ErrorCode.STALE_BROKER_EPOCH, f"broker {self.node_id} is not registered yet")] * len(changes)
         if self.quorum.is_active:
             try:
-                code, message, _state = await self.controller.alter_partition(
-                    self.node_id, epoch, topic_id, partition, leader_epoch, partition_epoch, new_isr
-                )
+                results = await self.controller.alter_partitions(self.node_id, epoch, changes)
             except ControllerError as e:
-                return e.code, e.message
-            return code, message
+                return [(e.code, e.message)] * len(changes)
+            return [(code, message) for code, message, _state in results]
         Req = REQUESTS[ALTER_PARTITION]
+        by_topic: dict[object, list] = {}
+        for c in changes:
+            by_topic.setdefault(c.topic_id, []).append(
+                Req.PartitionData(
+                    partition_index=c.partition,
+                    leader_epoch=c.leader_epoch,
+                    leader_recovery_state=0,
+                    partition_epoch=c.partition_epoch,
+                    new_isr_with_epochs=[Req.BrokerState(broker_id=r, broker_epoch=-1) for r in c.new_isr],
+                )
+            )
         req = Req(
             broker_id=self.node_id,
             broker_epoch=epoch,
-            topics=[
-                Req.TopicData(
-                    topic_id=topic_id,
-                    partitions=[
-                        Req.PartitionData(
-                            partition_index=partition,
-                            leader_epoch=leader_epoch,
-                            leader_recovery_state=0,
-                            partition_epoch=partition_epoch,
-                            new_isr_with_epochs=[Req.BrokerState(broker_id=r, broker_epoch=-1) for r in new_isr],
-                        )
-                    ],
-                )
-            ],
+            topics=[Req.TopicData(topic_id=t, partitions=parts) for t, parts in by_topic.items()],
         )
         try:
             resp = await self.isr_client.request(
                 ALTER_PARTITION, 3, req, timeout, retry_on=lambda r: r.error_code == ErrorCode.NOT_CONTROLLER
             )
         except ControllerUnavailable as e:
-            return ErrorCode.REQUEST_TIMED_OUT, str(e)
+            return [(ErrorCode.REQUEST_TIMED_OUT, str(e))] * len(changes)
         if resp.error_code != ErrorCode.NONE:
-            return resp.error_code, "AlterPartition refused"
-        p = resp.topics[0].partitions[0]
-        return (
-            p.error_code,
-            ""
-            if p.error_code == ErrorCode.NONE
-            else f"controller answered {ErrorCode(p.error_code).name} (leader {p.leader_id}, epoch {p.leader_epoch}, ISR {p.isr}, partition epoch {p.partition_epoch})",
-        )
+            return [(resp.error_code, f"AlterPartition refused: {ErrorCode(resp.error_code).name}")] * len(changes)
+        answers = {(t.topic_id, p.partition_index): p for t in resp.topics for p in t.partitions}
+        out: list[tuple[int, str]] = []
+        for c in changes:
+            p = answers.get((c.topic_id, c.partition))
+            if p is None:
+                out.append((ErrorCode.UNKNOWN_SERVER_ERROR, "the controller's response left the partition out"))
+            elif p.error_code == ErrorCode.NONE:
+                out.append((ErrorCode.NONE, ""))
+            else:
+                out.append(
+                    (
+                        p.error_code,
+                        f"controller answered {ErrorCode(p.error_code).name} (leader {p.leader_id}, "
+                        f"epoch {p.leader_epoch}, ISR {p.isr}, partition epoch {p.partition_epoch})",
+                    )
+                )
+        return out
 
     async def _beat(self, want_shut_down: bool, timeout: float) -> bool | None:
         """One heartbeat; returns should_shut_down (None when not registered yet)."""

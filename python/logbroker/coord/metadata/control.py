@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import uuid
-from typing import Generic, TypeVar
+from typing import Generic, NamedTuple, TypeVar
 
 from logbroker.coord.metadata.metadata import PartitionState
 from logbroker.coord.metadata.metadata_records import encode_record
@@ -41,6 +41,17 @@ class ControllerResult(Generic[T]):
     response: T
     log: list[tuple[str, dict]] = dataclasses.field(default_factory=list)
     level: int = logging.INFO
+
+
+class IsrChange(NamedTuple):
+    """One partition of an AlterPartition request: the ISR its leader asks for, with the
+    leader epoch and partition epoch of the state it asks from."""
+
+    topic_id: uuid.UUID
+    partition: int
+    leader_epoch: int
+    partition_epoch: int
+    new_isr: list[int]
 
 
 def partition_change_record(topic_id: uuid.UUID, ps: PartitionState) -> bytes:

@@ -22,7 +22,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, TypeVar
 
@@ -36,7 +35,7 @@ from logbroker.coord.metadata.broker_sessions import BrokerSessions
 from logbroker.coord.metadata.client_quota_control import ClientQuotaControlManager
 from logbroker.coord.metadata.cluster_control import ClusterControlManager
 from logbroker.coord.metadata.config_control import Change, ConfigurationControlManager
-from logbroker.coord.metadata.control import ControllerError, ControllerResult
+from logbroker.coord.metadata.control import ControllerError, ControllerResult, IsrChange
 from logbroker.coord.metadata.controller_channel import ControllerClient, serving_controller_listener
 from logbroker.coord.metadata.controller_forwarding import Forwarder, _client_timeout
 from logbroker.coord.metadata.delegation_token_control import DelegationTokenControlManager
@@ -48,14 +47,13 @@ from logbroker.coord.metadata.metadata import (
     DelegationToken,
     MetadataImage,
     MetadataStore,
-    PartitionState,
     TopicState,
 )
 from logbroker.coord.metadata.metadata_records import MetadataRecordError, diff_records, voters_record
 from logbroker.coord.metadata.producer_id_control import PRODUCER_ID_BLOCK
 from logbroker.coord.metadata.quorum import QuorumTimeout
 from logbroker.coord.metadata.reconcile_scope import ReconcileScope
-from logbroker.coord.metadata.replication_control import NewTopicSpec, ReplicationControlManager
+from logbroker.coord.metadata.replication_control import IsrResult, NewTopicSpec, ReplicationControlManager
 from logbroker.coord.metadata.scram_control import ScramControlManager
 from logbroker.log_format import fields
 from logbroker.protocol import ErrorCode
@@ -89,6 +87,8 @@ class Controller:
         self.quorum = quorum
         self.leader_elections = 0
         self.unclean_leader_elections = 0
+        self.alter_partition_requests = 0  # AlterPartition requests handled as the active controller (the
+        self.alter_partition_partitions = 0  # local broker's included) and the partitions they named
         self._lock = trio.Lock()
         self._listeners: list[Listener] = []
         self._producer_id_next = 0
@@ -551,28 +551,23 @@ class Controller:
 
     # --- ISR changes (AlterPartition) ------------------------------------------------
 
-    async def alter_partition(
-        self,
-        broker_id: int,
-        broker_epoch: int,
-        topic_id: uuid.UUID,
-        partition: int,
-        leader_epoch: int,
-        partition_epoch: int,
-        new_isr: list[int],
-    ) -> tuple[ErrorCode, str, PartitionState | None]:
-        """A partition leader asks to change its ISR (replication_control.py has the checks).
-        Returns (error, message, the partition's state after the request)."""
+    async def alter_partitions(self, broker_id: int, broker_epoch: int, changes: list[IsrChange]) -> list[IsrResult]:
+        """A partition leader asks to change the ISR of partitions it leads (one AlterPartition
+        request; replication_control.py has the checks). Returns (error, message, the
+        partition's state after the request) per change, in order; the accepted changes are
+        committed together, as one metadata-log entry. ControllerError when none could be
+        (not the active controller, the entry did not commit)."""
         async with self._lock:
-            code, message, state = await self._run(
-                self.replication.alter_partition(
-                    self.image, broker_id, broker_epoch, topic_id, partition, leader_epoch, partition_epoch, new_isr
-                )
-            )
-            if code == ErrorCode.NONE and state is not None:
-                topic = self.image.topic_by_id(topic_id)  # as applied
-                state = topic.partitions.get(partition, state) if topic is not None else state
-            return code, message, state
+            self.alter_partition_requests += 1
+            self.alter_partition_partitions += len(changes)
+            results = await self._run(self.replication.alter_partitions(self.image, broker_id, broker_epoch, changes))
+            out = []
+            for change, (code, message, state) in zip(changes, results):
+                if code == ErrorCode.NONE and state is not None:
+                    topic = self.image.topic_by_id(change.topic_id)  # as applied
+                    state = topic.partitions.get(change.partition, state) if topic is not None else state
+                out.append((code, message, state))
+            return out
 
     # --- producer ids ---------------------------------------------------------------
 

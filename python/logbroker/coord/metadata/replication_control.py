@@ -18,7 +18,7 @@ import uuid
 
 from logbroker.common.config import BrokerConfig, ConfigError, validate_topic_config
 from logbroker.coord.metadata import elections, reassignment
-from logbroker.coord.metadata.control import ControllerError, ControllerResult, partition_change_record
+from logbroker.coord.metadata.control import ControllerError, ControllerResult, IsrChange, partition_change_record
 from logbroker.coord.metadata.metadata import MetadataImage, PartitionState, TopicState, topic_name_error
 from logbroker.coord.metadata.metadata_records import encode_record, partition_record, topic_records
 from logbroker.coord.metadata.reconcile_scope import Scope, partitions_in
@@ -28,6 +28,8 @@ MAX_PARTITIONS = 100_000
 
 # (topic, partition, error, message): one partition's answer to ElectLeaders or a reassignment
 PartitionResult = tuple[str, int, ErrorCode, str]
+# (error, message, the partition's state after the request): one partition's answer to AlterPartition
+IsrResult = tuple[ErrorCode, str, PartitionState | None]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -280,35 +282,53 @@ class ReplicationControlManager:
 
     # --- ISR changes (AlterPartition) -------------------------------------------------------
 
-    def alter_partition(
+    def alter_partitions(
+        self, image: MetadataImage, broker_id: int, broker_epoch: int, changes: list[IsrChange]
+    ) -> ControllerResult[list[IsrResult]]:
+        """A partition leader asks to change the ISR of partitions it leads (Kafka's
+        AlterPartition: one request names many partitions). Each is checked on its own
+        (`_alter_one`) and answered in order; the accepted ones are written together, one
+        PartitionChange each, so a request is one metadata-log entry however many partitions
+        it names (Kafka's controller likewise answers a request with one batch of records).
+        A partition named twice is checked the second time against the first change (its
+        partition epoch is then stale)."""
+        results: list[IsrResult] = []
+        records, lines = [], []
+        changed: dict[tuple[uuid.UUID, int], PartitionState] = {}
+        for change in changes:
+            r = self._alter_one(image, broker_id, broker_epoch, change, changed)
+            results.append(r.response)
+            records += r.records
+            lines += r.log
+        return ControllerResult(records, results, lines)
+
+    def _alter_one(
         self,
         image: MetadataImage,
         broker_id: int,
         broker_epoch: int,
-        topic_id: uuid.UUID,
-        partition: int,
-        leader_epoch: int,
-        partition_epoch: int,
-        new_isr: list[int],
-    ) -> ControllerResult[tuple[ErrorCode, str, PartitionState | None]]:
-        """A partition leader asks to change its ISR (Kafka's AlterPartition). Checked in
-        order: topic and partition exist; the requester is registered with that broker epoch
-        (-1: not checked) and leads the partition at `leader_epoch` (older:
-        FENCED_LEADER_EPOCH; newer: this controller is behind, NOT_CONTROLLER);
-        `partition_epoch` is the current one (INVALID_UPDATE_VERSION: a stale request, e.g.
-        racing a leader change); the new ISR is non-empty, holds the leader, and only replicas
-        (INVALID_REQUEST); members other than the current ones are unfenced
-        (INELIGIBLE_REPLICA). Accepted: the ISR with the partition epoch bumped (leader and
-        leader epoch unchanged), completing a reassignment it makes complete. The response is
-        (error, message, the partition's state after the request)."""
+        change: IsrChange,
+        changed: dict[tuple[uuid.UUID, int], PartitionState],
+    ) -> ControllerResult[IsrResult]:
+        """One partition of an AlterPartition request (`changed`: the partitions changed
+        earlier in the same request, updated here). Checked in order: topic and partition
+        exist; the requester is registered with that broker epoch (-1: not checked) and leads
+        the partition at `leader_epoch` (older: FENCED_LEADER_EPOCH; newer: this controller is
+        behind, NOT_CONTROLLER); `partition_epoch` is the current one (INVALID_UPDATE_VERSION:
+        a stale request, e.g. racing a leader change); the new ISR is non-empty, holds the
+        leader, and only replicas (INVALID_REQUEST); members other than the current ones are
+        unfenced (INELIGIBLE_REPLICA). Accepted: the ISR with the partition epoch bumped
+        (leader and leader epoch unchanged), completing a reassignment it makes complete. The
+        response is (error, message, the partition's state after the request)."""
 
         def refused(code: ErrorCode, message: str, ps: PartitionState | None):
             return ControllerResult([], (code, message, ps))
 
+        topic_id, partition, leader_epoch, partition_epoch, new_isr = change
         topic = image.topic_by_id(topic_id)
         if topic is None:
             return refused(ErrorCode.UNKNOWN_TOPIC_ID, f"no topic with id {topic_id}", None)
-        ps = topic.partitions.get(partition)
+        ps = changed.get((topic_id, partition)) or topic.partitions.get(partition)
         name = f"{topic.name}-{partition}"
         if ps is None:
             return refused(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"partition {name} does not exist", None)
@@ -362,26 +382,24 @@ class ReplicationControlManager:
             )
         if sorted(new_isr) == sorted(ps.isr):
             return ControllerResult([], (ErrorCode.NONE, "", ps))
-        changed = dataclasses.replace(ps, isr=list(new_isr), partition_epoch=ps.partition_epoch + 1)
-        completed = reassignment.maybe_complete(image, changed)
+        after = dataclasses.replace(ps, isr=list(new_isr), partition_epoch=ps.partition_epoch + 1)
+        completed = reassignment.maybe_complete(image, after)
+        changed[(topic_id, partition)] = after
         lines = [
             (
                 f"{name}: ISR {ps.isr} -> {new_isr} (requested by leader {broker_id}, leader epoch {leader_epoch}, "
-                f"partition epoch {partition_epoch} -> {changed.partition_epoch})",
+                f"partition epoch {partition_epoch} -> {after.partition_epoch})",
                 {**_where(topic.name, partition), "peer": broker_id},
             )
         ]
         if completed:
             lines.append(
                 (
-                    f"{name}: reassignment complete: replicas {changed.replicas}, ISR {changed.isr}, leader "
-                    f"{changed.leader}",
+                    f"{name}: reassignment complete: replicas {after.replicas}, ISR {after.isr}, leader {after.leader}",
                     _where(topic.name, partition),
                 )
             )
-        return ControllerResult(
-            [partition_change_record(topic.topic_id, changed)], (ErrorCode.NONE, "", changed), lines
-        )
+        return ControllerResult([partition_change_record(topic.topic_id, after)], (ErrorCode.NONE, "", after), lines)
 
     # --- leader elections ---------------------------------------------------------------
 
