@@ -4,6 +4,7 @@ round-trip tests check against."""
 from __future__ import annotations
 
 import dataclasses
+import gc
 import shutil
 import signal
 import subprocess
@@ -40,6 +41,16 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.xdist_group("spark"))
         elif item.path.name in XDIST_ALONE:
             item.add_marker(pytest.mark.xdist_group("alone"))
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _collect_garbage_per_module():
+    """A client socket a test leaves in a reference cycle is closed by the garbage collector,
+    whose ResourceWarning is an error (pyproject's filterwarnings): collected here, at the
+    end of each module, the error names the module that leaked it, not whichever later test
+    an automatic collection happens to fall in."""
+    yield
+    gc.collect()
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -352,7 +352,19 @@ def test_transaction_apis(broker, session):
     s = session(broker)
     r = s(22, 4, transactional_id="txa-denied", transaction_timeout_ms=60000, producer_id=-1, producer_epoch=-1)
     assert r.error_code == TXN_FAILED
-    r = s(22, 4, transactional_id="txa", transaction_timeout_ms=60000, producer_id=-1, producer_epoch=-1)
+    # the transaction coordinator's partition may still be loading (its topic is made by the
+    # first InitProducerId): a client retries these, as here
+    deadline = time.monotonic() + 30
+    while True:
+        r = s(22, 4, transactional_id="txa", transaction_timeout_ms=60000, producer_id=-1, producer_epoch=-1)
+        retriable = (
+            ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+            ErrorCode.COORDINATOR_NOT_AVAILABLE,
+            ErrorCode.NOT_COORDINATOR,
+        )
+        if r.error_code not in retriable or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
     assert r.error_code == 0
     pid, epoch = r.producer_id, r.producer_epoch
     Req = REQUESTS[24]

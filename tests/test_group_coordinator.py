@@ -124,7 +124,10 @@ async def test_rebalance_timeout_drops_members_that_do_not_rejoin(tmp_path, nurs
     t0 = trio.current_time()
     rb = await join(coord, "g", session=30000, rebalance=4000)  # a never rejoins
     assert rb.error == 0 and rb.generation_id == 2 and [m[0] for m in rb.members] == [rb.member_id]
-    assert 3.9 <= trio.current_time() - t0 <= 4.1
+    # dropped at the rebalance timeout (4 s), long before its session timeout (30 s); past
+    # 4 s by whatever the clock jumped while the new generation's write ran on a worker
+    # thread (a task waiting on a thread counts as idle to the autojumping clock)
+    assert 3.9 <= trio.current_time() - t0 < 10
     assert ra.member_id not in coord.groups["g"].members
 
 

@@ -27,7 +27,7 @@ def test_create_and_restart_cost_per_partition_does_not_grow(nodes, partitions):
     """Partitions: enough that a restart's per-partition CPU stands well above the noise of
     its fixed part (one node restarts at about 0.45 CPU ms per partition, a node of three
     rejoins at about 2.3)."""
-    r = scale.growth("logbroker", nodes, partitions, repeat=3)
+    r = scale.growth("logbroker", nodes, partitions)
     shown = json.dumps(r, indent=1)
     assert r["batches"] == partitions // 100, shown
     assert r["create_ratio"] <= LIMIT, (

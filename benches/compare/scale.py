@@ -289,7 +289,7 @@ def rolling_restart_to_in_sync(peer, topics: int, per_topic: int, deadline_s: fl
 
 
 def growth(
-    name: str, nodes: int, total: int, per_topic: int = 5, batch_topics: int = 20, edge: int = 5, repeat: int = 2
+    name: str, nodes: int, total: int, per_topic: int = 5, batch_topics: int = 20, edge: int = 5, repeat: int = 3
 ) -> dict:
     """How the cost of metadata work grows with what exists, as ratios measured within one run
     (noise on a shared machine moves times, much less ratios of neighbouring times):
@@ -299,60 +299,62 @@ def growth(
       whatever exists; a per-partition cost that grows with the partitions that exist (a
       placement that counts every replica) shows as a ratio well above 1. CPU, not wall
       time: under parallel tests the wall time of a batch follows the machine's load.
-    - restart: with a tenth, half and all of `total` partitions, the CPU seconds a restart
-      costs: on one node to every partition writable again (`restart_to_writable`; `repeat`
-      restarts, the least kept, after one not counted: the first restart after creating
-      topics also replays their metadata records); on three, a rolling restart of one node
-      until it is back in every ISR (`rolling_restart_to_in_sync`, the restarted node's CPU;
-      a restart of all three at once spends a varying time, and CPU, on elections), the
-      tenth and the half each in a cluster of its own: a rolling restart leaves about two
-      PartitionChange records per partition in the metadata log (out of the ISR, back in),
-      which every later restart replays (no snapshot at this size), so restarts at the
-      smaller sizes in the same cluster would charge the largest for theirs. Since ISR
-      changes are batched a rolling restart at 3,000 partitions costs the restarted node
-      about 1 CPU second, so the noise of one run moves the ratio by a few tenths: take
-      `repeat` 3. The ratio is the CPU per partition from half to all over that from a tenth
-      to half. CPU, not wall time: what a restart costs, unmoved by whatever else the machine
-      runs. 1.0: a restart costs a fixed part plus the same per partition.
+    - restart: the CPU seconds a restart costs with a tenth, half and all of `total`
+      partitions, each size in a cluster of its own: on one node, to every partition
+      writable again (`restart_to_writable`, after one restart not counted: the first after
+      creating topics also replays their metadata records); on three, a rolling restart of
+      one node until it is back in every ISR (`rolling_restart_to_in_sync`, the restarted
+      node's CPU; a restart of all three at once spends a varying time, and CPU, on
+      elections). The restarts go round the sizes `repeat` times (tenth, half, all, tenth,
+      ...) and the least of each size's is kept: a burst of load on the machine (another
+      test starting a JVM) lasts seconds to a minute, and restarts of one size back to back
+      would all fall in it and charge that size alone. Clusters of their own: every restart
+      leaves records in its cluster's metadata log that later restarts replay (a rolling
+      restart about two PartitionChange records a partition, out of the ISR and back in; no
+      snapshot at this size), so each size has had as many restarts as the others when it
+      is measured. The ratio is the CPU per partition from half to all over that from a
+      tenth to half. CPU, not wall time: what a restart costs, unmoved by whatever else the
+      machine runs. 1.0: a restart costs a fixed part plus the same per partition.
     `python -m benches.compare.scale --growth` prints them; tests/test_scale_growth.py, in CI,
     fails when either exceeds 1.5."""
     rf = 3 if nodes == 3 else 1
-    peer = PeerCluster(PEERS[name], nodes) if nodes > 1 else PEERS[name]()
-    peer.start()
+    batch = per_topic * batch_topics
+    sizes = (max(total // 10 // batch, 1) * batch, max(total // 2 // batch, 2) * batch, total)
+    peers: dict[int, object] = {}
+    runs: dict[int, list[tuple[float, float]]] = {size: [] for size in sizes}
+    batches: list[tuple[int, float]] = []
+
+    def restart(size: int) -> tuple[float, float]:
+        if nodes == 1:
+            return restart_to_writable(peers[size], nodes, size // per_topic, per_topic)
+        return rolling_restart_to_in_sync(peers[size], size // per_topic, per_topic)
+
     try:
-        batch = per_topic * batch_topics
-        tenth, half = max(total // 10 // batch, 1) * batch, max(total // 2 // batch, 2) * batch
-        restarts = []
-        batches: list[tuple[int, float]] = []
-        for size in (tenth, half, total):
-            batches += create_batches(
+        for size in sizes:
+            peer = peers[size] = PeerCluster(PEERS[name], nodes) if nodes > 1 else PEERS[name]()
+            peer.start()
+            made = create_batches(
                 peer.bootstrap,
                 size,
                 per_topic,
                 batch_topics,
                 rf,
-                made=sum(n for n, _ in batches) * per_topic,
-                cpu=lambda: thread_cpu_seconds(peer.pids if nodes > 1 else [peer.pid]),
+                cpu=lambda peer=peer: thread_cpu_seconds(peer.pids if nodes > 1 else [peer.pid]),
             )
+            if size == total:
+                batches = made
             if nodes == 1:
-                restart_to_writable(peer, nodes, size // per_topic, per_topic)  # replays the new topics' records
-                runs = [restart_to_writable(peer, nodes, size // per_topic, per_topic) for _ in range(repeat)]
-            elif size == total:
-                runs = [rolling_restart_to_in_sync(peer, size // per_topic, per_topic) for _ in range(repeat)]
-            else:  # a cluster of its own: the restarts at `total` replay none of these ISR changes
-                side = PeerCluster(PEERS[name], nodes)
-                side.start()
-                try:
-                    create_batches(side.bootstrap, size, per_topic, batch_topics, rf)
-                    runs = [rolling_restart_to_in_sync(side, size // per_topic, per_topic) for _ in range(repeat)]
-                finally:
-                    side.stop()
-            restarts.append((size, min(w for w, _ in runs), min(c for _, c in runs)))
+                restart(size)  # replays the new topics' records
+        for _ in range(repeat):
+            for size in sizes:
+                runs[size].append(restart(size))
     finally:
-        peer.stop()
+        for peer in peers.values():
+            peer.stop()
     per_topic_ms = [1000 * s / n for n, s in batches]
     head = 1000 * sum(s for _, s in batches[:edge]) / sum(n for n, _ in batches[:edge])
     tail = 1000 * sum(s for _, s in batches[-edge:]) / sum(n for n, _ in batches[-edge:])
+    restarts = [(size, min(w for w, _ in runs[size]), min(c for _, c in runs[size])) for size in sizes]
     (n0, _, c0), (n1, _, c1), (n2, _, c2) = restarts
     early, late = (c1 - c0) / (n1 - n0), (c2 - c1) / (n2 - n1)
     return {
@@ -366,6 +368,7 @@ def growth(
         "batches_cpu_ms_per_topic": [round(x, 2) for x in per_topic_ms],
         "restart_seconds": {n: round(w, 3) for n, w, _ in restarts},
         "restart_cpu_seconds": {n: round(c, 3) for n, _, c in restarts},
+        "restart_cpu_seconds_every_run": {size: [round(c, 3) for _, c in runs[size]] for size in sizes},
         "restart_cpu_ms_per_partition_early": 1000 * early,
         "restart_cpu_ms_per_partition_late": 1000 * late,
         "restart_ratio": late / early if early > 0 else float("inf"),

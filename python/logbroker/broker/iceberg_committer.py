@@ -71,12 +71,17 @@ class IcebergCommitter:
         topic after topic."""
         for topic, (parts, mode) in by_topic.items():
             try:
-                value_schemas = None
+                value_schemas = upto = None
                 if mode == "value_schema_id_prefix":
+                    # the offsets first, then the schemas: a record below these offsets was
+                    # produced after its schema id was registered, which the registry answers
+                    # only once its state has the version (kafka_store.write), so the versions
+                    # read next include it; a record past them waits for the next interval
+                    upto = {p.index: p.log.last_stable_offset() for p in parts if p.is_leader and not p.deleted}
                     value_schemas = self._value_schemas(topic)
                     if value_schemas is None:
                         continue  # the registry is still reading _schemas: the next interval
-                await trio.to_thread.run_sync(self.commit_topic, topic, parts, value_schemas)
+                await trio.to_thread.run_sync(self.commit_topic, topic, parts, value_schemas, upto)
             except IcebergError as e:
                 text = str(e)
                 now = now_ms()
@@ -112,15 +117,22 @@ class IcebergCommitter:
         ]
 
     def commit_topic(
-        self, topic: str, parts: list[Partition], value_schemas: list[ValueSchema] | None = None
+        self,
+        topic: str,
+        parts: list[Partition],
+        value_schemas: list[ValueSchema] | None = None,
+        upto: dict[int, int] | None = None,
     ) -> CommitOutcome | None:
-        """Commit until the led partitions are in the table up to their last stable offset
-        (blocking)."""
+        """Commit until the led partitions are in the table up to their last stable offset, or
+        up to `upto` (partition -> offset) where given (blocking)."""
         parts = [p for p in parts if p.is_leader and not p.deleted]
         if not parts:
             return None
         topic_id = topic_id_text(parts[0].topic_id)
-        sources = [PartitionSource(p.index, p.log, lambda p=p: p.is_leader and not p.deleted) for p in parts]
+        sources = [
+            PartitionSource(p.index, p.log, lambda p=p: p.is_leader and not p.deleted, (upto or {}).get(p.index))
+            for p in parts
+        ]
         outcome = None
         races = 0
         for _ in range(MAX_ROUNDS):

@@ -38,6 +38,10 @@ class PartitionSource:
     partition: int
     log: _core.Log
     still_leader: Callable[[], bool] = lambda: True
+    # commit no further than this offset (besides the last stable offset): with value schemas,
+    # the last stable offset read before the schemas were, so that every record committed was
+    # produced after its schema id was registered and is among them
+    upto: int | None = None
 
 
 @dataclasses.dataclass
@@ -103,6 +107,8 @@ class TableWriter:
             p = src.partition
             start = position.next_offset(topic_id, p)
             log_start, stable = src.log.log_start_offset, src.log.last_stable_offset()
+            if src.upto is not None:
+                stable = min(stable, src.upto)
             if start is None:
                 start = log_start
             elif start < log_start:
