@@ -451,7 +451,9 @@ class Nemesis:
         ballast = self.disks[node] / "ballast"
         st = os.statvfs(self.disks[node])
         free = st.f_bavail * st.f_frsize
-        with open(ballast, "wb") as f:
+        # unbuffered: a buffered file's close flushes what is left, and when the broker took
+        # some of the free space meanwhile that flush raised ENOSPC out of the fault itself
+        with open(ballast, "wb", buffering=0) as f:
             f.truncate(0)
             chunk = b"\0" * (1 << 20)
             left = max(0, free - (16 << 10))  # 16 KiB left: the next appends fail

@@ -352,8 +352,10 @@ def test_transaction_apis(broker, session):
     s = session(broker)
     r = s(22, 4, transactional_id="txa-denied", transaction_timeout_ms=60000, producer_id=-1, producer_epoch=-1)
     assert r.error_code == TXN_FAILED
-    # the transaction coordinator's partition may still be loading (its topic is made by the
-    # first InitProducerId): a client retries these, as here
+    # as a client does: FindCoordinator first (which makes __transaction_state when it does not
+    # exist yet; InitProducerId alone answers NOT_COORDINATOR then, as Kafka's does), then
+    # InitProducerId, retried while the coordinator's partition loads
+    assert s(10, 4, key_type=1, coordinator_keys=["txa"]).coordinators[0].error_code == 0
     deadline = time.monotonic() + 30
     while True:
         r = s(22, 4, transactional_id="txa", transaction_timeout_ms=60000, producer_id=-1, producer_epoch=-1)
