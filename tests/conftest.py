@@ -277,6 +277,18 @@ def rdkafka_values(conf: dict, topic: str, n: int, timeout: float = 60.0) -> lis
     return got
 
 
+def kafka_python_values(kc, n: int, timeout: float = 30.0) -> list[bytes]:
+    """The values a kafka-python consumer polls until it has `n` (or `timeout` passes); what
+    it has then, for the caller's assertion. (Iterating the consumer with consumer_timeout_ms
+    waits out that timeout after the last record every time.)"""
+    got: list[bytes] = []
+    deadline = time.monotonic() + timeout
+    while len(got) < n and time.monotonic() < deadline:
+        for records in kc.poll(timeout_ms=500).values():
+            got += [r.value for r in records]
+    return got
+
+
 def isr_sizes(admin, topic: str) -> list[int]:
     """The ISR size of each partition of `topic`, by partition, as a confluent-kafka
     AdminClient's Metadata shows it."""

@@ -25,8 +25,8 @@ from confluent_kafka.admin import (
     ScramMechanism,
     UserScramCredentialUpsertion,
 )
-from conftest import needs_java, rdkafka_values
-from test_tls import Pki, kafka_python_values
+from conftest import kafka_python_values, needs_java, rdkafka_values
+from test_tls import Pki
 
 import logbroker
 from logbroker.client.connection import BrokerConnection, ClientError

@@ -18,7 +18,7 @@ import pytest
 import trustme
 from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
-from conftest import kcat_bin, needs_java, rdkafka_values
+from conftest import kafka_python_values, kcat_bin, needs_java, rdkafka_values
 
 import logbroker
 
@@ -92,18 +92,6 @@ def test_librdkafka_and_kafka_python_over_tls(tmp_path, pki):
         )
         assert sorted(kafka_python_values(kc, 100)) == sorted(b"kp%d" % i for i in range(100))
         kc.close()
-
-
-def kafka_python_values(kc, n: int, timeout: float = 30.0) -> list[bytes]:
-    """The values a kafka-python consumer polls until it has `n` (or `timeout` passes); what
-    it has then, for the caller's assertion. (Iterating the consumer with consumer_timeout_ms
-    waits out that timeout after the last record every time.)"""
-    got: list[bytes] = []
-    deadline = time.monotonic() + timeout
-    while len(got) < n and time.monotonic() < deadline:
-        for records in kc.poll(timeout_ms=500).values():
-            got += [r.value for r in records]
-    return got
 
 
 def test_aiokafka_and_kcat_over_tls(tmp_path, pki):
