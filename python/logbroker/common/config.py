@@ -19,10 +19,10 @@ import functools
 import importlib.util
 import re
 import tomllib
-import uuid
 from collections.abc import Callable
 from pathlib import Path
 
+from logbroker.common import directory_id
 from logbroker.common.sasl import node_credentials
 
 
@@ -1042,6 +1042,4 @@ def _validate(
 
 def new_cluster_id() -> str:
     """A Kafka-style cluster id: 16 random bytes, URL-safe base64 without padding."""
-    import base64
-
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    return directory_id.new()

@@ -12,12 +12,19 @@ import uuid
 ZERO = "AAAAAAAAAAAAAAAAAAAAAA"
 
 
-def new() -> str:
-    """A random directory id (never one Kafka reserves: the ids below 100)."""
+def random_uuid() -> uuid.UUID:
+    """A random uuid as Kafka's Uuid.randomUuid makes one: never an id Kafka reserves (the ids
+    below 100: zero, the metadata topic's) and never one whose printed form starts with "-",
+    which a command line would take for an option (`--topic-id -Xa...`)."""
     while True:
-        raw = uuid.uuid4().bytes
-        if int.from_bytes(raw, "big") >= 100:
-            return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+        u = uuid.uuid4()
+        if u.int >= 100 and not text(u).startswith("-"):
+            return u
+
+
+def new() -> str:
+    """A random directory id."""
+    return text(random_uuid())
 
 
 def text(u: uuid.UUID) -> str:

@@ -17,6 +17,7 @@ import random
 import uuid
 
 from logbroker.common.config import BrokerConfig, ConfigError, validate_topic_config
+from logbroker.common.directory_id import random_uuid
 from logbroker.coord.metadata import elections, reassignment
 from logbroker.coord.metadata.control import ControllerError, ControllerResult, IsrChange, partition_change_record
 from logbroker.coord.metadata.metadata import MetadataImage, PartitionState, TopicState, topic_name_error
@@ -207,9 +208,9 @@ class ReplicationControlManager:
             else self._assign(image, brokers, p, replication_factor, start)
             for p in range(num_partitions)
         }
-        topic_id = uuid.uuid4()
-        while topic_id in image.topic_ids or topic_id in taken or topic_id.int == 0:
-            topic_id = uuid.uuid4()
+        topic_id = random_uuid()
+        while topic_id in image.topic_ids or topic_id in taken:
+            topic_id = random_uuid()
         topic = TopicState(name, topic_id, partitions, checked)
         return ControllerResult(
             topic_records(topic),
