@@ -29,6 +29,10 @@ async def make(tmp_path, nursery, **settings):
         "log.dirs": str(tmp_path / "d"),
         "offsets.topic.num.partitions": "3",
         "group.initial.rebalance.delay.ms": "0",
+        # the metadata quorum ticks every election timeout / 10; each tick wakes the loop, and
+        # the autojumping clock then waits 50 ms of real time before it jumps again: ticks of
+        # 1 s instead of 0.1 s make a test that sleeps 86 virtual seconds take 5 s, not 44
+        "controller.quorum.election.timeout.ms": "10000",
     }
     overrides.update({k.replace("_", "."): str(v) for k, v in settings.items()})
     config = BrokerConfig(overrides)
