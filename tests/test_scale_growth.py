@@ -27,10 +27,9 @@ def test_create_and_restart_cost_per_partition_does_not_grow(nodes, partitions):
     """Partitions: enough that a restart's per-partition CPU stands well above the noise of
     its fixed part (one node restarts at about 0.45 CPU ms per partition after a fixed 0.3 s,
     a node of three rejoins at about 0.15 after 0.3 s)."""
-    # one node: a restart there ends with a record produced to each of 6,000 partitions,
-    # seconds of a client's CPU each time, so three rounds (a median of three still drops one
-    # run far off); three nodes: a rolling restart costs about a second, five rounds
-    r = scale.growth("logbroker", nodes, partitions, repeat=3 if nodes == 1 else 5)
+    # five rounds: under four workers of tests a median of three rounds on one node once
+    # made 1.53 (two of three rounds' 6,000-partition restarts fell in bursts of load)
+    r = scale.growth("logbroker", nodes, partitions, repeat=5)
     shown = json.dumps(r, indent=1)
     assert r["batches"] == partitions // 100, shown
     assert r["create_ratio"] <= LIMIT, (
