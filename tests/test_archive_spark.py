@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from test_archive import SMALL, log_start, produce_model, wait_for
+from test_archive import SMALL, log_start, produce_model, settled_log_start, wait_for
 
 import logbroker
 from logbroker import Admin, NewTopic
@@ -22,7 +22,8 @@ def test_spark_source_reads_archive_then_log(spark, tmp_path: Path) -> None:
             admin.create_topics([NewTopic("hist", 2, 1, dict(SMALL))])
         model = produce_model(bs, "hist", 2, 400, aborted_every=100)
         wait_for(lambda: all(log_start(bs, "hist", p) > 0 for p in (0, 1)), what="archive")
-        starts = [log_start(bs, "hist", p) for p in (0, 1)]
+        # retention goes on archiving after the first segment: read each log start once settled
+        starts = [settled_log_start(bs, "hist", p, tmp_path / "d") for p in (0, 1)]
 
         def load(**options: str):
             reader = spark.read.format("logbroker").option("bootstrap.servers", bs).option("subscribe", "hist")

@@ -369,7 +369,16 @@ def test_three_members_join_one_by_one(coop_broker):
     t_b_revoke, t_b_revoked = next(e[1] for e in b.events if e[0] == "revoke"), b.revoke_ends[0]
     kept = final["a"]
     during = [r for r in a.records if r[0] in kept and t_b_revoke <= r[3] <= t_b_revoked and r[4] != "stable"]
-    assert during, "a stopped consuming its kept partitions during the rebalance"
+    if not during:  # what each member did around b's revocation, to find out why
+        near = [
+            (round(r[3] - t_b_revoke, 2), r[0], r[4]) for r in a.records if t_b_revoke - 2 <= r[3] <= t_b_revoked + 2
+        ]
+        pytest.fail(
+            "a stopped consuming its kept partitions during the rebalance: b revoked at 0 and returned at "
+            f"{t_b_revoked - t_b_revoke:.2f}; a kept {sorted(kept)}; events (s from b's revoke) "
+            + "; ".join(f"{m.name} {e[0]} {e[2]} at {e[1] - t_b_revoke:.2f}" for m in members for e in m.events)
+            + f"; a's records within 2 s of the window (s, partition, state): {near[:40]} ({len(near)})"
+        )
     # every record exactly once, committed as it went (the positions at the end are the ends)
     seen = [(r[0], r[1]) for m in members for r in m.records]
     assert len(seen) == len(set(seen)) == total, (len(seen), len(set(seen)), total)
