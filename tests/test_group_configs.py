@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import needs_java
+from conftest import needs_java, wait_until
 from rawclient import RawClient
 from test_bad_input import create_topic
 from test_share_groups import acquired, fetch, heartbeat, produce, topic_id
@@ -134,9 +134,15 @@ def test_group_configs_are_forwarded_and_reach_every_node(tmp_path):
         other = next(n for n in nodes if n.node_id != leader)  # not the active controller: forwarded
         with RawClient(other.bootstrap_servers) as c:
             assert alter(c, "everywhere", {"consumer.session.timeout.ms": "12000"}).error_code == 0
+        # the controller has committed the change when it answers; each broker applies it when
+        # it replays the record (as in Kafka), so a node may answer with the old value briefly
         for n in nodes:
             with RawClient(n.bootstrap_servers) as c:
-                assert describe(c, "everywhere")["consumer.session.timeout.ms"] == ("12000", 8), n.node_id
+                wait_until(
+                    lambda c=c: describe(c, "everywhere")["consumer.session.timeout.ms"] == ("12000", 8),
+                    timeout=30,
+                    what=f"node {n.node_id} to describe the group config the controller committed",
+                )
 
 
 @needs_java
