@@ -368,9 +368,12 @@ def growth(
     # more per partition than the last; per-size medians taken from different rounds carried
     # that drift into the ratio (0.17 CPU s a round at 6,000 partitions), slopes within a
     # round do not
-    rounds = list(zip(*(runs[size] for size in sizes)))
-    early = statistics.median((r[1][1] - r[0][1]) / (n1 - n0) for r in rounds)
-    late = statistics.median((r[2][1] - r[1][1]) / (n2 - n1) for r in rounds)
+    slopes = [
+        ((c1 - c0) / (n1 - n0), (c2 - c1) / (n2 - n1))
+        for (_, c0), (_, c1), (_, c2) in zip(*(runs[size] for size in sizes))
+    ]
+    early = statistics.median(e for e, _ in slopes)
+    late = statistics.median(lt for _, lt in slopes)
     return {
         "broker": name,
         "nodes": nodes,
@@ -383,10 +386,7 @@ def growth(
         "restart_seconds": {n: round(w, 3) for n, w, _ in restarts},
         "restart_cpu_seconds": {n: round(c, 3) for n, _, c in restarts},
         "restart_cpu_seconds_every_run": {size: [round(c, 3) for _, c in runs[size]] for size in sizes},
-        "restart_cpu_ms_per_partition_every_round": [
-            [round(1000 * (r[1][1] - r[0][1]) / (n1 - n0), 3), round(1000 * (r[2][1] - r[1][1]) / (n2 - n1), 3)]
-            for r in rounds
-        ],
+        "restart_cpu_ms_per_partition_every_round": [[round(1000 * e, 3), round(1000 * lt, 3)] for e, lt in slopes],
         "restart_cpu_ms_per_partition_early": 1000 * early,
         "restart_cpu_ms_per_partition_late": 1000 * late,
         "restart_ratio": late / early if early > 0 else float("inf"),
