@@ -23,13 +23,16 @@ LIMIT = 1.5  # the last part's cost per topic (partition) over the first part's
 
 @pytest.mark.timeout(900)
 @pytest.mark.parametrize(("nodes", "partitions"), [(1, 6000), (3, 3000)])
-def test_create_and_restart_cost_per_partition_does_not_grow(nodes, partitions):
+def test_create_and_restart_cost_per_partition_does_not_grow(nodes, partitions, record_property):
     """Partitions: enough that a restart's per-partition CPU stands well above the noise of
     its fixed part (one node restarts at about 0.45 CPU ms per partition after a fixed 0.3 s,
     a node of three rejoins at about 0.15 after 0.3 s)."""
-    # five rounds: under four workers of tests a median of three rounds on one node once
-    # made 1.53 (two of three rounds' 6,000-partition restarts fell in bursts of load)
-    r = scale.growth("logbroker", nodes, partitions, repeat=5)
+    # rounds: under four workers of tests a median of three rounds on one node once made 1.53
+    # (two of three rounds' 6,000-partition restarts fell in bursts of load); a node of
+    # three costs a third as much per partition, so its slopes are noisier: seven rounds
+    r = scale.growth("logbroker", nodes, partitions, repeat=7 if nodes > 1 else 5)
+    for key in ("create_ratio", "restart_ratio", "restart_cpu_ms_per_partition_every_round"):
+        record_property(key, r[key])  # in the JUnit report of every run, passed or not
     shown = json.dumps(r, indent=1)
     assert r["batches"] == partitions // 100, shown
     assert r["create_ratio"] <= LIMIT, (
