@@ -20,12 +20,17 @@ from benches.compare import scale
 
 # The last part's cost per topic (partition) over the first part's, by cluster size. The
 # placement loop that counted every replica made 2.85 creating on one node; a restart cost
-# per partition that grows in proportion to the partitions makes 2.5. One node at 1.5: with
-# the restarting node's snapshot (benches/compare/scale.py growth) and under test load its
-# ratios were 0.96-1.22 on an unchanged broker. Three nodes at 2.0: a node of three costs a
-# third as much per partition, and under the same load an unchanged broker made 1.02-1.45
-# creating and 0.33-1.52 restarting (medians of three to seven rounds; 0.86-1.16 quiet).
+# per partition that grows in proportion to the partitions makes 2.5 as a ratio of slopes.
+# One node at 1.5: with the restarting node's snapshot (benches/compare/scale.py growth) and
+# under test load its ratios were 0.96-1.22 on an unchanged broker. Three nodes' creation at
+# 2.0: under the same load an unchanged broker made 1.02-1.45 (0.86-1.07 quiet).
 LIMIT = {1: 1.5, 3: 2.0}
+# A node of three restarts at a third of one node's CPU per partition, and its ratio of
+# slopes (differences of neighbouring runs) made 0.76, 1.37, 1.49 and 1.97 in four CI runs of
+# an unchanged broker. It is judged by its whole restart's CPU per partition instead, all
+# over half: under 1 for a linear cost with a fixed part (0.58-0.84 under load), up to 2 for
+# a cost growing in proportion to the partitions (1.5 when that is two thirds of it).
+WHOLE_RESTART_LIMIT = 1.5
 
 
 @pytest.mark.timeout(900)
@@ -38,7 +43,14 @@ def test_create_and_restart_cost_per_partition_does_not_grow(nodes, partitions, 
     # (two of three rounds' 6,000-partition restarts fell in bursts of load); a node of
     # three costs a third as much per partition, so its slopes are noisier: seven rounds
     r = scale.growth("logbroker", nodes, partitions, repeat=7 if nodes > 1 else 5)
-    for key in ("create_ratio", "create_ratio_with_idle", "idle_cpu_share_of_a_core", "restart_ratio"):
+    for key in (
+        "create_ratio",
+        "create_ratio_with_idle",
+        "idle_cpu_share_of_a_core",
+        "restart_ratio",
+        "restart_per_partition_ratio",
+        "restart_cpu_seconds_every_run",
+    ):
         record_property(key, r[key])  # in the JUnit report of every run, passed or not
     record_property("restart_cpu_ms_per_partition_every_round", r["restart_cpu_ms_per_partition_every_round"])
     shown = json.dumps(r, indent=1)
@@ -48,6 +60,13 @@ def test_create_and_restart_cost_per_partition_does_not_grow(nodes, partitions, 
         f"topic, the first {r['create_first_cpu_ms_per_topic']:.2f} ({r['create_ratio']:.2f}x): the cost of a new topic grows "
         f"with the topics that exist\n{shown}"
     )
+    if nodes > 1:
+        assert r["restart_per_partition_ratio"] <= WHOLE_RESTART_LIMIT, (
+            f"rolling restart on {nodes} nodes: the CPU per partition of a restart with all the partitions is "
+            f"{r['restart_per_partition_ratio']:.2f}x that with half: the cost of a partition at startup grows with "
+            f"the partitions that exist\n{shown}"
+        )
+        return
     assert r["restart_ratio"] <= LIMIT[nodes], (
         f"restart on {nodes} node(s): {r['restart_cpu_ms_per_partition_late']:.3f} CPU ms per partition from half to "
         f"all, {r['restart_cpu_ms_per_partition_early']:.3f} from a tenth to half ({r['restart_ratio']:.2f}x): "

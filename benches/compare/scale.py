@@ -440,6 +440,11 @@ def growth(
     ]
     early = statistics.median(e for e, _ in slopes)
     late = statistics.median(lt for _, lt in slopes)
+    # the CPU per partition of the whole restart, all over half, each round's, median: the
+    # fixed part keeps it under 1 for a cost linear in the partitions, a cost growing in
+    # proportion to them makes up to 2; no difference of neighbouring runs in it, so a far
+    # less noisy figure than the slopes' ratio (for a node of three, whose slopes are small)
+    whole = statistics.median((c2 / n2) / (c1 / n1) for (_, c1), (_, c2) in zip(runs[n1], runs[n2]))
     return {
         "broker": name,
         "nodes": nodes,
@@ -459,6 +464,7 @@ def growth(
         "restart_cpu_ms_per_partition_early": 1000 * early,
         "restart_cpu_ms_per_partition_late": 1000 * late,
         "restart_ratio": late / early if early > 0 else float("inf"),
+        "restart_per_partition_ratio": whole,
     }
 
 
