@@ -45,8 +45,6 @@ def test_create_and_restart_cost_per_partition_does_not_grow(nodes, partitions, 
     r = scale.growth("logbroker", nodes, partitions, repeat=7 if nodes > 1 else 5)
     for key in (
         "create_ratio",
-        "create_ratio_with_idle",
-        "idle_cpu_share_of_a_core",
         "restart_ratio",
         "restart_per_partition_ratio",
         "restart_cpu_seconds_every_run",

@@ -80,30 +80,12 @@ def thread_cpu_seconds(pids: list[int]) -> float:
     return total / 1e9
 
 
-def idle_cpu_rate(pids: list[int], settle_s: float = 1.0, seconds: float = 3.0) -> float:
-    """CPU seconds a second the processes `pids` spend while nobody asks anything of them
-    (their periodic passes: checkpoints, flush and roll, the cleaner; heartbeats), measured
-    over `seconds` after `settle_s`."""
-    time.sleep(settle_s)
-    c0, t0 = thread_cpu_seconds(pids), time.monotonic()
-    time.sleep(seconds)
-    return (thread_cpu_seconds(pids) - c0) / (time.monotonic() - t0)
-
-
 def create_batches(
-    bootstrap: str,
-    total: int,
-    per_topic: int,
-    batch_topics: int,
-    rf: int,
-    made: int = 0,
-    cpu=None,
-    walls: list[float] | None = None,
+    bootstrap: str, total: int, per_topic: int, batch_topics: int, rf: int, made: int = 0, cpu=None
 ) -> list[tuple[int, float]]:
     """Create topics until `total` partitions exist (`made` already do); (topics in the batch,
     seconds) per batch: wall-clock seconds, or with `cpu` (a function returning the broker
-    processes' CPU seconds) the CPU seconds the batch cost them, each batch's wall-clock
-    seconds then appended to `walls` if given."""
+    processes' CPU seconds) the CPU seconds the batch cost them."""
     admin = AdminClient({**client_conf(bootstrap), "socket.timeout.ms": 120_000})
     clock = cpu or time.monotonic
     out = []
@@ -111,13 +93,11 @@ def create_batches(
         n = min(batch_topics, (total - made) // per_topic) or 1
         base = made // per_topic
         topics = [NewTopic(f"scale-{base + i:06d}", per_topic, rf) for i in range(n)]
-        t0, w0 = clock(), time.monotonic()
+        t0 = clock()
         futures = admin.create_topics(topics, operation_timeout=120, request_timeout=180)
         for f in futures.values():
             f.result(timeout=240)
         out.append((n, clock() - t0))
-        if walls is not None:
-            walls.append(time.monotonic() - w0)
         made += n * per_topic
     return out
 
@@ -329,14 +309,7 @@ def growth(
     (noise on a shared machine moves times, much less ratios of neighbouring times):
     - create: topics are created in batches until `total` partitions exist; the CPU seconds
       per topic the broker processes spend on the last `edge` batches over those of the
-      first `edge` (`thread_cpu_seconds`), less what the partitions that exist cost anyway
-      while the batch ran: the nodes' periodic passes (checkpoints, flush and roll, the
-      cleaner) cost CPU a second in proportion to the partitions, and a batch that takes
-      twice as long under load pays twice as much of it. That idle rate is measured on each
-      size's cluster after creating (`idle_cpu_rate`), fitted as a + b x partitions, and
-      a batch is charged the rate of the partitions it started with times its wall time.
-      Without it three nodes made 1.2-1.45 under test load on an unchanged broker (0.08 of
-      a core idle at 3,000 partitions against 0.3-0.6 while creating). 1.0: a new topic costs the same
+      first `edge` (`thread_cpu_seconds`). 1.0: a new topic costs the same
       whatever exists; a per-partition cost that grows with the partitions that exist (a
       placement that counts every replica) shows as a ratio well above 1. CPU, not wall
       time: under parallel tests the wall time of a batch follows the machine's load.
@@ -370,8 +343,6 @@ def growth(
     peers: dict[int, object] = {}
     runs: dict[int, list[tuple[float, float]]] = {size: [] for size in sizes}
     batches: list[tuple[int, float]] = []
-    walls: list[float] = []
-    idle: dict[int, float] = {}
 
     def restarted(peer):
         return peer.nodes[-1] if nodes > 1 else peer
@@ -386,7 +357,6 @@ def growth(
             peer = peers[size] = PeerCluster(PEERS[name], nodes) if nodes > 1 else PEERS[name]()
             peer.start()
             pids = peer.pids if nodes > 1 else [peer.pid]
-            size_walls: list[float] = []
             made = create_batches(
                 peer.bootstrap,
                 size,
@@ -394,11 +364,9 @@ def growth(
                 batch_topics,
                 rf,
                 cpu=lambda pids=pids: thread_cpu_seconds(pids),
-                walls=size_walls,
             )
-            idle[size] = idle_cpu_rate(pids)
             if size == total:
-                batches, walls = made, size_walls
+                batches = made
             # the node that restarts snapshots its metadata after each restart (SNAPSHOT_INTERVAL;
             # an hour by default): the next restart then loads the image, not every record the
             # earlier ones left; not while creating, where a snapshot of the whole image every
@@ -415,18 +383,9 @@ def growth(
     finally:
         for peer in peers.values():
             peer.stop()
-    # the idle rate as a + b x partitions (least squares over the three sizes), charged to
-    # each batch for the partitions it started with over its wall time
-    mean_n, mean_r = statistics.fmean(sizes), statistics.fmean(idle[n] for n in sizes)
-    b = sum((n - mean_n) * (idle[n] - mean_r) for n in sizes) / sum((n - mean_n) ** 2 for n in sizes)
-    a = mean_r - b * mean_n
-    starts = [sum(n for n, _ in batches[:i]) * per_topic for i in range(len(batches))]
-    own = [(n, max(s - max(a + b * p, 0.0) * w, 0.0)) for (n, s), p, w in zip(batches, starts, walls)]
-    per_topic_ms = [1000 * s / n for n, s in own]
-    head = 1000 * sum(s for _, s in own[:edge]) / sum(n for n, _ in own[:edge])
-    tail = 1000 * sum(s for _, s in own[-edge:]) / sum(n for n, _ in own[-edge:])
-    raw_ratio = sum(s for _, s in batches[-edge:]) / sum(s for _, s in batches[:edge])
-    raw_ratio *= sum(n for n, _ in batches[:edge]) / sum(n for n, _ in batches[-edge:])
+    per_topic_ms = [1000 * s / n for n, s in batches]
+    head = 1000 * sum(s for _, s in batches[:edge]) / sum(n for n, _ in batches[:edge])
+    tail = 1000 * sum(s for _, s in batches[-edge:]) / sum(n for n, _ in batches[-edge:])
     restarts = [
         (size, statistics.median(w for w, _ in runs[size]), statistics.median(c for _, c in runs[size]))
         for size in sizes
@@ -453,10 +412,7 @@ def growth(
         "create_first_cpu_ms_per_topic": head,
         "create_last_cpu_ms_per_topic": tail,
         "create_ratio": tail / head,
-        "create_ratio_with_idle": raw_ratio,
-        "idle_cpu_share_of_a_core": {n: round(idle[n], 4) for n in sizes},
         "batches_cpu_ms_per_topic": [round(x, 2) for x in per_topic_ms],
-        "batches_wall_ms_per_topic": [round(1000 * w / n, 2) for (n, _), w in zip(batches, walls)],
         "restart_seconds": {n: round(w, 3) for n, w, _ in restarts},
         "restart_cpu_seconds": {n: round(c, 3) for n, _, c in restarts},
         "restart_cpu_seconds_every_run": {size: [round(c, 3) for _, c in runs[size]] for size in sizes},
