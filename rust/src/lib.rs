@@ -57,3 +57,26 @@ use pyo3::prelude::*;
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     py::register(m)
 }
+
+// The engine's model, crash-recovery, fuzz and descriptor tests (rust/tests/) are modules of
+// the unit-test harness, not integration-test targets: each such target would need the crate
+// compiled a second time, as an rlib, which cost `cargo test` more CPU than everything it
+// runs (docs/packaging.md). They use the crate's public API only.
+#[cfg(test)]
+#[path = "../tests/compaction.rs"]
+mod compaction_tests;
+#[cfg(test)]
+#[path = "../tests/crash_recovery.rs"]
+mod crash_recovery_tests;
+#[cfg(test)]
+#[path = "../tests/descriptors.rs"]
+mod descriptors_tests;
+#[cfg(test)]
+#[path = "../tests/fd_limit.rs"]
+mod fd_limit_tests;
+#[cfg(test)]
+#[path = "../tests/fuzz_batch.rs"]
+mod fuzz_batch_tests;
+#[cfg(test)]
+#[path = "../tests/log_model.rs"]
+mod log_model_tests;

@@ -16,10 +16,10 @@
 use std::collections::HashMap;
 use std::path::Path;
 
-use _core::compression::Codec;
-use _core::config::LogConfig;
-use _core::log::{Log, LogRecord};
-use _core::segment::Segment;
+use crate::compression::Codec;
+use crate::config::LogConfig;
+use crate::log::{Log, LogRecord};
+use crate::segment::Segment;
 use proptest::prelude::*;
 
 const RETENTION: i64 = 50;

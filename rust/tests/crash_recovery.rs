@@ -3,11 +3,11 @@
 //! the clean-shutdown marker. The recovered log must be a prefix of what was written, its
 //! indexes must serve reads from any offset, and appends must continue from the new LEO.
 
-use _core::builder::{read_all_values, BatchBuilder, Rec};
-use _core::compression::Codec;
-use _core::config::LogConfig;
-use _core::log::Log;
-use _core::segment::file_name;
+use crate::builder::{read_all_values, BatchBuilder, Rec};
+use crate::compression::Codec;
+use crate::config::LogConfig;
+use crate::log::Log;
+use crate::segment::file_name;
 use proptest::prelude::*;
 
 fn config() -> LogConfig {
@@ -59,7 +59,7 @@ fn check_prefix_and_usable(dir: &std::path::Path, written: &[Vec<u8>]) -> Result
     // Index lookups from every offset land on the batch holding it.
     for o in 0..leo {
         let r = log.read(o, 1, None, true).unwrap().unwrap();
-        let h = _core::batch::BatchHeader::parse(&r.read_to_vec().unwrap());
+        let h = crate::batch::BatchHeader::parse(&r.read_to_vec().unwrap());
         prop_assert!(h.base_offset <= o && o <= h.last_offset());
     }
     // The epoch cache does not point beyond the LEO.
@@ -171,7 +171,7 @@ fn segments_below_the_recovery_point_are_not_rescanned() {
 fn index_counts_and_lookups(log: &Log) -> Vec<(usize, usize)> {
     for o in log.log_start_offset()..log.log_end_offset() {
         let r = log.read(o, 1, None, true).unwrap().unwrap();
-        let h = _core::batch::BatchHeader::parse(&r.read_to_vec().unwrap());
+        let h = crate::batch::BatchHeader::parse(&r.read_to_vec().unwrap());
         assert!(
             h.base_offset <= o && o <= h.last_offset(),
             "offset {o} read batch {}..={}",

@@ -15,10 +15,10 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use _core::builder::{read_all_values, LogBuilder};
-use _core::compression::Codec;
-use _core::config::LogConfig;
-use _core::log::{Log, MAX_OPEN_INACTIVE_SEGMENT_FILES};
+use crate::builder::{read_all_values, LogBuilder};
+use crate::compression::Codec;
+use crate::config::LogConfig;
+use crate::log::{Log, MAX_OPEN_INACTIVE_SEGMENT_FILES};
 
 /// Descriptors of this process open on files under `dir`.
 fn fds_in(dir: &Path) -> usize {

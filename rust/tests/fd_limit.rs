@@ -4,19 +4,19 @@
 //! its data once descriptors are free. Covers the reopen of an idle active segment (read,
 //! append, flush), an old segment's read, a roll, and a new log.
 //!
-//! The open files limit is per process, so this binary holds this one test alone (its own
-//! `[[test]]` entry): it lowers the soft limit, fills the remaining descriptors with
-//! `/dev/null`, and restores both before it ends.
+//! The open files limit is per process, so the test runs alone in a child process of the test
+//! binary (the harness started again with this one test selected): it lowers the soft limit,
+//! fills the remaining descriptors with `/dev/null`, and restores both before it ends.
 
 use std::fs::File;
 use std::path::Path;
 
-use _core::compression::Codec;
-use _core::config::LogConfig;
-use _core::error::LogError;
-use _core::log::Log;
-use _core::server::request::error_code_for;
-use _core::sys::{open_files_limit, set_open_files_soft_limit};
+use crate::compression::Codec;
+use crate::config::LogConfig;
+use crate::error::LogError;
+use crate::log::Log;
+use crate::server::request::error_code_for;
+use crate::sys::{open_files_limit, set_open_files_soft_limit};
 
 /// Kafka's error code for a storage failure of one partition.
 const KAFKA_STORAGE_ERROR: i16 = 56;
@@ -63,8 +63,27 @@ fn exhaust_descriptors() -> Vec<File> {
     hog
 }
 
+/// Set in the child process that runs the test body.
+const ALONE: &str = "LOGBROKER_FD_LIMIT_TEST_ALONE";
+
 #[test]
 fn descriptor_shortage_is_a_named_per_partition_error() {
+    if std::env::var_os(ALONE).is_some() {
+        return shortage_in_this_process();
+    }
+    let module = module_path!().split_once("::").map_or(module_path!(), |(_, m)| m);
+    let name = format!("{module}::descriptor_shortage_is_a_named_per_partition_error");
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([name.as_str(), "--exact", "--test-threads=1", "--nocapture"])
+        .env(ALONE, "1")
+        .output()
+        .unwrap();
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{name} failed in its own process:\n{text}");
+    assert!(text.contains("1 passed"), "{name} did not run in its own process:\n{text}");
+}
+
+fn shortage_in_this_process() {
     let t = tempfile::tempdir().unwrap();
     let dir = t.path().join("orders-3");
     let log = Log::open(&dir, "orders", 3, config(), None, 0).unwrap();

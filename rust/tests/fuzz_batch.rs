@@ -7,11 +7,11 @@
 //! survives a round trip through a log). Failing inputs are kept in
 //! `fuzz_batch.proptest-regressions`, committed next to this file.
 
-use _core::batch::{self, Check, Control, SliceSource};
-use _core::builder::{read_all_values, BatchBuilder, Rec};
-use _core::compression::Codec;
-use _core::config::LogConfig;
-use _core::log::Log;
+use crate::batch::{self, Check, Control, SliceSource};
+use crate::builder::{read_all_values, BatchBuilder, Rec};
+use crate::compression::Codec;
+use crate::config::LogConfig;
+use crate::log::Log;
 use proptest::prelude::*;
 
 fn valid_batch(codec: usize, n: usize, seed: u8) -> Vec<u8> {
@@ -126,7 +126,7 @@ proptest! {
                 prop_assert_eq!(got.len() as i64, r.record_count);
             }
             Err(e) => {
-                prop_assert!(e.is_batch_error() || matches!(e, _core::error::LogError::RecordTooLarge { .. }), "{e}");
+                prop_assert!(e.is_batch_error() || matches!(e, crate::error::LogError::RecordTooLarge { .. }), "{e}");
                 prop_assert_eq!(log.log_end_offset(), 0);
                 prop_assert_eq!(log.size_bytes(), 0);
             }
@@ -135,6 +135,6 @@ proptest! {
 
     #[test]
     fn compressed_garbage_never_panics(codec in 1usize..5, body in proptest::collection::vec(any::<u8>(), 0..200)) {
-        let _ = _core::compression::decompress(Codec::ALL[codec], &body, 1 << 20);
+        let _ = crate::compression::decompress(Codec::ALL[codec], &body, 1 << 20);
     }
 }

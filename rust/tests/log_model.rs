@@ -7,10 +7,10 @@
 
 use std::collections::HashMap;
 
-use _core::builder::{read_all_values, BatchBuilder, Rec};
-use _core::compression::Codec;
-use _core::config::LogConfig;
-use _core::log::Log;
+use crate::builder::{read_all_values, BatchBuilder, Rec};
+use crate::compression::Codec;
+use crate::config::LogConfig;
+use crate::log::Log;
 use proptest::prelude::*;
 
 #[derive(Debug, Clone)]
@@ -139,7 +139,7 @@ fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
                     Some(r) => {
                         prop_assert!(from < leo);
                         let bytes = r.read_to_vec().unwrap();
-                        let h = _core::batch::BatchHeader::parse(&bytes);
+                        let h = crate::batch::BatchHeader::parse(&bytes);
                         prop_assert!(h.base_offset <= from && from <= h.last_offset());
                         prop_assert!(r.length <= u64::from(max_bytes).max(h.size()));
                     }
