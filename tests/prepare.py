@@ -8,6 +8,9 @@ a cold machine passes as a warm one does:
     librdkafka 2.8.0 and its test runner     tests/compat/librdkafka.py (Debian build packages, a build)
     franz-go's kgo test binary               tests/compat/franz_go.py (Go modules, a build)
     Kafka's tools for the operator suite     tests/compat/kafka_tools.py (the jars above)
+    the `spark` extra's packages             pip's cache (tests/test_install_extras.py installs
+                                             'logbroker[spark]': the newest pyspark is an sdist,
+                                             built into a wheel once, about a minute cold)
 
 (The Iceberg Spark job's environment, spark/iceberg_env.py, is made by ./scripts/test just
 before.) Each step is cached (under ~/.cache) and guarded by a file lock, so the tests,
@@ -45,6 +48,22 @@ def _iceberg_rest() -> str:
     return f"{len(classpath().split(':'))} jars on the classpath"
 
 
+def _spark_extra() -> str:
+    import subprocess
+    import tempfile
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    reqs = project["optional-dependencies"]["spark"]
+    with tempfile.TemporaryDirectory() as d:
+        # pip wheel builds an sdist into the same wheel cache that `pip install` reads
+        cmd = [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--wheel-dir", d, *reqs]
+        r = subprocess.run(cmd, capture_output=True, text=True)
+        if r.returncode != 0:
+            raise RuntimeError(f"`{' '.join(cmd)}` failed ({r.returncode}): {(r.stdout + r.stderr)[-2000:]}")
+        return ", ".join(sorted(w.name for w in Path(d).iterdir()))
+
+
 def _compat(name: str):
     def make() -> str:
         import importlib
@@ -61,6 +80,7 @@ STEPS = [
     ("librdkafka and its test runner", _compat("librdkafka")),
     ("franz-go's kgo test binary", _compat("franz_go")),
     ("Kafka's tools suite", _compat("kafka_tools")),
+    ("the spark extra's packages in pip's cache", _spark_extra),
 ]
 
 
