@@ -1,7 +1,9 @@
 """Metadata records (logbroker.coord.metadata.metadata_records) against a simple model: random
 sequences of valid and invalid records are applied to an image and to plain dicts; the two
 agree after every record, an invalid record changes nothing, and a snapshot of the image
-loads back equal."""
+loads back equal. RemoteLogSegment records (tiered storage): each state change, each
+refusal (fencing by leader epoch, unknown ids, transitions), snapshots, topic removal, the
+delta's copy-on-write and diff_records."""
 
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ from logbroker.coord.metadata.metadata_records import (
     diff_records,
     encode_record,
     load_snapshot,
+    remote_segment_record,
     snapshot,
 )
 
@@ -373,3 +376,313 @@ def test_the_voter_directory_is_replaced_whole_and_one_endpoint_moves_alone():
     for data in diff_records(new_image(), image):
         apply(target, data)
     assert target.voters == image.voters
+
+
+# --------------------------------------------------------------- remote log segments (tiered storage)
+
+STARTED, FINISHED = "COPY_SEGMENT_STARTED", "COPY_SEGMENT_FINISHED"
+DELETING, DELETED = "DELETE_SEGMENT_STARTED", "DELETE_SEGMENT_FINISHED"
+
+
+def tiered_image(partitions: int = 3) -> tuple[MetadataImage, uuid.UUID]:
+    """Topic t with `partitions` partitions, each led by broker 1 in leader epoch 0."""
+    image, tid = new_image(), uuid.uuid4()
+    apply(image, encode_record("Topic", name="t", topic_id=tid.hex))
+    for p in range(partitions):
+        apply(
+            image,
+            encode_record(
+                "Partition", topic_id=tid.hex, partition=p, replicas=[1, 2], isr=[1, 2], leader=1, leader_epoch=0
+            ),
+        )
+    return image, tid
+
+
+def copy_fields(start: int, end: int, epochs=((0, 0),)) -> dict:
+    return dict(
+        start_offset=start,
+        end_offset=end,
+        max_timestamp=1000 + end,
+        size_bytes=100 * (end - start + 1),
+        segment_epochs=epochs,
+    )
+
+
+def seg_record(tid, sid, state, epoch=0, partition=0, **fields) -> bytes:
+    return remote_segment_record(tid, partition, sid, state, epoch, 1, 5000, **fields)
+
+
+def test_remote_segment_goes_through_its_states_and_leaves_the_image():
+    image, tid = tiered_image()
+    sid = uuid.uuid4()
+    apply(image, seg_record(tid, sid, STARTED, **copy_fields(0, 99, [(0, 0)])))
+    (s,) = image.remote_segments_of(tid, 0)
+    assert (s.segment_id, s.state, s.start_offset, s.end_offset, s.size_bytes) == (sid, STARTED, 0, 99, 10000)
+    assert (s.max_timestamp, s.segment_epochs, s.leader_epoch, s.broker_id, s.event_ms) == (1099, ((0, 0),), 0, 1, 5000)
+    assert image.remote_segments_of(tid, 1) == () and image.remote_segments_of(uuid.uuid4(), 0) == ()
+    apply(image, remote_segment_record(tid, 0, sid, FINISHED, 0, 2, 6000))
+    (s,) = image.remote_segments_of(tid, 0)
+    assert (s.state, s.broker_id, s.event_ms, s.end_offset) == (FINISHED, 2, 6000, 99)  # the copy's fields stay
+    apply(image, seg_record(tid, sid, DELETING))
+    assert image.remote_segments_of(tid, 0)[0].state == DELETING
+    apply(image, seg_record(tid, sid, DELETED))
+    assert image.remote_segments_of(tid, 0) == () and image.remote_segments == {}
+    # deletion may also start before the copy finished (a failed copy is cleaned up)
+    sid2 = uuid.uuid4()
+    apply(image, seg_record(tid, sid2, STARTED, **copy_fields(0, 99)))
+    apply(image, seg_record(tid, sid2, DELETING))
+    apply(image, seg_record(tid, sid2, DELETED))
+    assert image.remote_segments == {}
+
+
+def test_remote_segments_are_sorted_by_start_offset_then_id():
+    image, tid = tiered_image()
+    ids = sorted(uuid.uuid4() for _ in range(3))
+    for sid, (start, end) in zip(ids, [(200, 299), (0, 99), (100, 199)]):
+        apply(image, seg_record(tid, sid, STARTED, **copy_fields(start, end)))
+    retry = uuid.UUID(int=0)  # a second copy of offsets 0..99 (the first failed), sorted by id
+    apply(image, seg_record(tid, retry, STARTED, **copy_fields(0, 99)))
+    assert [(s.start_offset, s.segment_id) for s in image.remote_segments_of(tid, 0)] == [
+        (0, retry),
+        (0, ids[1]),
+        (100, ids[2]),
+        (200, ids[0]),
+    ]
+
+
+@pytest.mark.parametrize(
+    "why, setup, record",
+    [
+        # fencing: a deposed leader (epoch 0 after the move to epoch 1) cannot write
+        ("stale epoch", [], lambda tid, sid: seg_record(tid, sid, STARTED, epoch=0, **copy_fields(0, 9))),
+        ("future epoch", [], lambda tid, sid: seg_record(tid, sid, STARTED, epoch=2, **copy_fields(0, 9))),
+        ("stale epoch finish", ["started"], lambda tid, sid: seg_record(tid, sid, FINISHED, epoch=0)),
+        ("unknown topic", [], lambda tid, sid: seg_record(uuid.uuid4(), sid, STARTED, epoch=1, **copy_fields(0, 9))),
+        ("unknown partition", [], lambda tid, sid: seg_record(tid, sid, STARTED, 1, partition=7, **copy_fields(0, 9))),
+        ("bad segment id", [], lambda tid, sid: seg_record(tid, "xyz", STARTED, epoch=1, **copy_fields(0, 9))),
+        ("bad state", [], lambda tid, sid: seg_record(tid, sid, "COPY_SEGMENT_DONE", epoch=1, **copy_fields(0, 9))),
+        ("id reused", ["started"], lambda tid, sid: seg_record(tid, sid, STARTED, epoch=1, **copy_fields(10, 19))),
+        ("start after end", [], lambda tid, sid: seg_record(tid, sid, STARTED, epoch=1, **copy_fields(10, 9))),
+        ("no epochs", [], lambda tid, sid: seg_record(tid, sid, STARTED, epoch=1, **copy_fields(0, 9, []))),
+        (
+            "epochs falling",
+            [],
+            lambda tid, sid: seg_record(tid, sid, STARTED, epoch=1, **copy_fields(0, 9, [(1, 0), (0, 5)])),
+        ),
+        (
+            "copy fields missing",
+            [],
+            lambda tid, sid: remote_segment_record(tid, 0, sid, STARTED, 1, 1, 5000, start_offset=0, end_offset=9),
+        ),
+        ("finish unknown", [], lambda tid, sid: seg_record(tid, sid, FINISHED, epoch=1)),
+        ("finish twice", ["started", "finished"], lambda tid, sid: seg_record(tid, sid, FINISHED, epoch=1)),
+        ("delete finish before start", ["started"], lambda tid, sid: seg_record(tid, sid, DELETED, epoch=1)),
+        ("finish a deletion", ["started", "deleting"], lambda tid, sid: seg_record(tid, sid, FINISHED, epoch=1)),
+        ("delete unknown", [], lambda tid, sid: seg_record(tid, sid, DELETING, epoch=1)),
+        (
+            "copy fields on a later state",
+            ["started"],
+            lambda tid, sid: seg_record(tid, sid, FINISHED, epoch=1, **copy_fields(0, 9)),
+        ),
+    ],
+)
+def test_remote_segment_records_that_do_not_fit_are_refused(why, setup, record):
+    image, tid = tiered_image()
+    apply(image, encode_record("PartitionChange", topic_id=tid.hex, partition=0, leader=2))  # leader epoch 1
+    assert image.topics["t"].partitions[0].leader_epoch == 1
+    sid = uuid.uuid4()
+    steps = {
+        "started": seg_record(tid, sid, STARTED, epoch=1, **copy_fields(0, 9)),
+        "finished": seg_record(tid, sid, FINISHED, epoch=1),
+        "deleting": seg_record(tid, sid, DELETING, epoch=1),
+    }
+    for step in setup:
+        apply(image, steps[step])
+    before = snapshot(image)
+    with pytest.raises(MetadataRecordError):
+        apply(image, record(tid, sid))
+    assert snapshot(image) == before, f"a refused record ({why}) changed the image"
+
+
+def test_a_refused_remote_segment_record_rejects_its_whole_entry():
+    image, tid = tiered_image()
+    sid = uuid.uuid4()
+    entry = [
+        decode_record(seg_record(tid, sid, STARTED, **copy_fields(0, 9))),
+        decode_record(seg_record(tid, sid, FINISHED, epoch=3)),  # stale/unknown epoch
+    ]
+    delta = MetadataDelta(image)
+    with pytest.raises(MetadataRecordError, match="leader epoch"):
+        for rec in entry:
+            apply_record(delta, rec)
+    assert image.remote_segments == {}  # the delta was never published
+
+
+def test_the_new_leader_continues_a_segment_in_its_epoch():
+    image, tid = tiered_image()
+    sid = uuid.uuid4()
+    apply(image, seg_record(tid, sid, STARTED, epoch=0, **copy_fields(0, 9)))
+    apply(image, encode_record("PartitionChange", topic_id=tid.hex, partition=0, leader=2))
+    with pytest.raises(MetadataRecordError, match="deposed leader"):
+        apply(image, seg_record(tid, sid, FINISHED, epoch=0))
+    apply(image, remote_segment_record(tid, 0, sid, DELETING, 1, 2, 7000))  # the new leader cleans up
+    (s,) = image.remote_segments_of(tid, 0)
+    assert (s.state, s.leader_epoch, s.broker_id, s.segment_epochs) == (DELETING, 1, 2, ((0, 0),))
+
+
+def test_remote_segments_survive_a_snapshot():
+    image, tid = tiered_image()
+    for p in range(2):
+        for i in range(3):
+            apply(
+                image,
+                seg_record(
+                    tid,
+                    uuid.uuid4(),
+                    STARTED,
+                    partition=p,
+                    **copy_fields(10 * i, 10 * i + 9, [(0, 0), (4, 10 * i + 5)]),
+                ),
+            )
+    sid = image.remote_segments_of(tid, 1)[0].segment_id
+    apply(image, seg_record(tid, sid, FINISHED, partition=1))
+    back = load_snapshot(snapshot(image), 1)
+    assert back.remote_segments == image.remote_segments
+    assert back.remote_segments_of(tid, 1)[0].state == FINISHED
+    assert isinstance(back.remote_segments_of(tid, 0)[0].segment_epochs[1], tuple)
+    assert snapshot(back) == snapshot(image)
+    assert load_snapshot(snapshot(new_image()), 1).remote_segments == {}
+
+
+def test_removing_a_topic_removes_its_remote_segments():
+    image, tid = tiered_image()
+    other = uuid.uuid4()
+    apply(image, encode_record("Topic", name="u", topic_id=other.hex))
+    apply(
+        image,
+        encode_record("Partition", topic_id=other.hex, partition=0, replicas=[1], isr=[1], leader=1, leader_epoch=0),
+    )
+    for p in (0, 2):
+        apply(image, seg_record(tid, uuid.uuid4(), STARTED, partition=p, **copy_fields(0, 9)))
+    apply(image, seg_record(other, uuid.uuid4(), STARTED, **copy_fields(0, 9)))
+    base = image
+    delta = MetadataDelta(base)
+    apply_record(delta, decode_record(encode_record("RemoveTopic", topic_id=tid.hex)))
+    assert list(delta.image.remote_segments) == [(other, 0)]
+    assert delta.image.remote_segments[(other, 0)] is base.remote_segments[(other, 0)]
+    # listeners find what the topic had in the base image, through deleted_topics
+    assert tid in delta.deleted_topics and len(base.remote_segments_of(tid, 0)) == 1
+    assert delta.remote_segments_changed == set()
+    # segments written and the topic removed in one delta: nothing left, nothing named
+    delta = MetadataDelta(base)
+    apply_record(delta, decode_record(seg_record(tid, uuid.uuid4(), STARTED, partition=1, **copy_fields(0, 9))))
+    assert delta.remote_segments_changed == {("t", 1)}
+    apply_record(delta, decode_record(encode_record("RemoveTopic", topic_id=tid.hex)))
+    assert delta.remote_segments_changed == set() and list(delta.image.remote_segments) == [(other, 0)]
+
+
+def test_a_delta_copies_only_the_partition_a_remote_segment_record_changes():
+    image, tid = tiered_image()
+    for p in range(3):
+        apply(image, seg_record(tid, uuid.uuid4(), STARTED, partition=p, **copy_fields(0, 9)))
+    base, frozen = image, snapshot(image)
+    delta = MetadataDelta(base)
+    sid = base.remote_segments_of(tid, 1)[0].segment_id
+    apply_record(delta, decode_record(seg_record(tid, sid, FINISHED, partition=1)))
+    apply_record(delta, decode_record(seg_record(tid, uuid.uuid4(), STARTED, partition=1, **copy_fields(10, 19))))
+    new = delta.image
+    assert snapshot(base) == frozen, "the delta changed its base image"
+    assert new.remote_segments is not base.remote_segments  # the outer dict: copied once
+    for p in (0, 2):
+        assert new.remote_segments[(tid, p)] is base.remote_segments[(tid, p)]
+    assert [s.state for s in new.remote_segments_of(tid, 1)] == [FINISHED, STARTED]
+    assert delta.remote_segments_changed == {("t", 1)}
+    assert new.topics["t"] is base.topics["t"]  # a remote segment changes no topic
+    # a delta with no remote segment record shares the whole dict
+    other = MetadataDelta(new)
+    apply_record(other, decode_record(encode_record("ProducerIds", next_producer_id=10)))
+    assert other.image.remote_segments is new.remote_segments
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_diff_records_reproduce_remote_segments(seed):
+    """Segments copied, finished and deleted by leaders of changing epochs: diff_records
+    between any two images reproduces the second exactly (segments written in an epoch that
+    is no longer current included: those records restore them, with no fencing)."""
+    rng = random.Random(3000 + seed)
+    image, tid = tiered_image()
+    snapshots = [copy.deepcopy(image)]
+    for i in range(200):
+        p = rng.randrange(3)
+        epoch = image.topics["t"].partitions[p].leader_epoch
+        segments = image.remote_segments_of(tid, p)
+        r = rng.random()
+        if r < 0.1:
+            leader = 2 if image.topics["t"].partitions[p].leader == 1 else 1
+            apply(image, encode_record("PartitionChange", topic_id=tid.hex, partition=p, leader=leader))
+        elif r < 0.45 or not segments:
+            start = rng.randrange(0, 1000, 10)
+            apply(
+                image, seg_record(tid, uuid.uuid4(), STARTED, epoch, p, **copy_fields(start, start + 9, [(0, start)]))
+            )
+        else:
+            s = rng.choice(segments)
+            nxt = {STARTED: [FINISHED, DELETING], FINISHED: [DELETING], DELETING: [DELETED]}[s.state]
+            apply(image, seg_record(tid, s.segment_id, rng.choice(nxt), epoch, p))
+        if i % 25 == 0:
+            snapshots.append(copy.deepcopy(image))
+    snapshots.append(copy.deepcopy(image))
+    assert any(
+        s.leader_epoch < image.topics["t"].partitions[p].leader_epoch
+        for (_, p), ss in image.remote_segments.items()
+        for s in ss
+    )
+    for a in snapshots:
+        for b in snapshots[snapshots.index(a) :]:
+            target = copy.deepcopy(a)
+            for data in diff_records(a, b):
+                apply(target, data)
+            assert target.remote_segments == b.remote_segments
+            assert view(target) == view(b)
+    assert diff_records(image, image) == []
+    # a topic removed and made again under its name: the old one's segments go with it
+    fresh = copy.deepcopy(image)
+    apply(fresh, encode_record("RemoveTopic", topic_id=tid.hex))
+    tid2 = uuid.uuid4()
+    apply(fresh, encode_record("Topic", name="t", topic_id=tid2.hex))
+    apply(
+        fresh,
+        encode_record(
+            "Partition", topic_id=tid2.hex, partition=0, replicas=[1, 2], isr=[1, 2], leader=1, leader_epoch=0
+        ),
+    )
+    apply(fresh, seg_record(tid2, uuid.uuid4(), STARTED, **copy_fields(0, 9)))
+    target = copy.deepcopy(image)
+    for data in diff_records(image, fresh):
+        apply(target, data)
+    assert target.remote_segments == fresh.remote_segments and list(target.remote_segments) == [(tid2, 0)]
+
+
+def test_restoring_records_are_diff_records_own():
+    """A record with "restore" sets a segment whole whatever the epoch; removing a segment
+    that is not there is refused all the same."""
+    image, tid = tiered_image()
+    seg = dict(
+        segment_id=uuid.uuid4().hex, state=FINISHED, leader_epoch=7, broker_id=3, event_ms=1, **copy_fields(0, 9)
+    )
+    seg["segment_epochs"] = [[0, 0]]
+    apply(image, encode_record("RemoteLogSegment", topic_id=tid.hex, partition=0, restore=True, **seg))
+    assert image.remote_segments_of(tid, 0)[0].leader_epoch == 7
+    with pytest.raises(MetadataRecordError):
+        apply(
+            image,
+            encode_record(
+                "RemoteLogSegment",
+                topic_id=tid.hex,
+                partition=0,
+                restore=True,
+                **{**seg, "segment_id": uuid.uuid4().hex, "state": DELETED},
+            ),
+        )
+    with pytest.raises(TypeError, match="restore"):
+        remote_segment_record(tid, 0, uuid.uuid4(), STARTED, 0, 1, 1, restore=True)

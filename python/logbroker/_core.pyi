@@ -39,6 +39,9 @@ __all__ = [
     "RecordMetadata",
     "RecordSet",
     "RecordTooLargeError",
+    "RemoteObjectNotFoundError",
+    "RemoteStorage",
+    "RemoteStorageError",
     "ReplicaFetcherManager",
     "ReplicaPartition",
     "Waker",
@@ -80,6 +83,13 @@ class KafkaStorageError(LogBrokerError): ...
 class InvalidConfigError(LogBrokerError): ...
 class RaftError(Exception): ...
 class NoLeaderError(RaftError): ...
+
+class RemoteStorageError(Exception):
+    """Tiered storage: the object store failed or refused, an object is corrupt, or its URL is unusable."""
+
+class RemoteObjectNotFoundError(RemoteStorageError):
+    """Tiered storage: an object the metadata names is not in the store."""
+
 class KafkaProtocolError(ValueError): ...
 
 @final
@@ -281,6 +291,15 @@ class Log:
         start); returns how many were deleted."""
     def retention_plan(self, now_ms: int) -> list[tuple[int, int]]:
         """The [first, end) offset ranges of the segments time/size retention would delete."""
+    @property
+    def highest_remote_offset(self) -> int:
+        """Tiered storage: the last offset copied (-1: none); retention deletes no local segment above it."""
+    @highest_remote_offset.setter
+    def highest_remote_offset(self, offset: int) -> None: ...
+    def upload_info(self, base_offset: int) -> tuple[int, int, int, int, list[tuple[int, int]]] | None:
+        """(base_offset, end_offset, size_bytes, max_timestamp, [(epoch, start)]) of a rolled segment; None if none."""
+    def upload_candidates(self, from_offset: int) -> list[int]:
+        """Base offsets of rolled segments ending at or after from_offset, entirely below the LSO."""
     def maybe_roll(self, now_ms: int) -> bool: ...
     def maybe_flush(self, now_ms: int) -> bool: ...
     def flush(self) -> None: ...
@@ -520,7 +539,49 @@ class ReplicaPartition:
         """While on, HW moves are reported on the NetworkServer's notify fd (conn -3)."""
     @property
     def removed(self) -> bool: ...
+    @property
+    def log_start_offset(self) -> int:
+        """The first offset a consumer may fetch: local, or the first copied one when tiered lower."""
     def follower_states(self) -> list[tuple[int, int, int, int]]: ...
+
+# --- Tiered storage (rust/src/py/remote.rs) ---
+
+@final
+class RemoteStorage:
+    """Tiered storage's object store (s3://, gs://, az://, file://) and its remote reader."""
+    def __new__(
+        cls,
+        url: str,
+        options: dict[str, str],
+        reader_threads: int = 10,
+        chunk_cache_bytes: int = 268435456,
+        index_cache_bytes: int = 1073741824,
+        chunk_size: int = 4194304,
+        fetch_max_wait_ms: int = 500,
+    ) -> RemoteStorage: ...
+    @property
+    def url(self) -> str:
+        """The URL without credentials."""
+    def key(self, rel: str) -> str: ...
+    def attach(self, table: PartitionTable) -> bool:
+        """Serve fetches below the local log start from this store."""
+    def copy_segment(
+        self, log: Log, partition_dir: str, segment_id: str, base_offset: int
+    ) -> tuple[int, int, int, int, list[tuple[int, int]], str, int] | None:
+        """Copies a rolled segment: (base, end, size, max_timestamp, epochs, stem, bytes sent); None if gone."""
+    def delete_segment(self, stem: str) -> None: ...
+    def delete_dir(self, rel: str) -> int: ...
+    def list_objects(self, rel: str) -> list[tuple[str, int]]: ...
+    def get(self, rel: str) -> bytes: ...
+    def put(self, rel: str, data: bytes) -> None: ...
+    def set_segments(
+        self,
+        partition: ReplicaPartition,
+        segments: list[tuple[int, int, int, str, int]] | None,
+        log_start_offset: int,
+    ) -> None:
+        """The copied segments fetches read [(start, end, base, stem, size)]; None: not tiered."""
+    def stats(self) -> dict[str, int]: ...
 
 def certificate_principal(der: bytes, rules: str = "DEFAULT") -> str:
     """`User:` and the certificate's subject as RFC 2253 mapped by `rules` (ssl.principal.mapping.rules); ValueError if unreadable or unmapped."""

@@ -28,6 +28,9 @@
 //! | `confluent.key.schema.validation`, `confluent.value.schema.validation` | a client's records must carry a schema id registered under `<topic>-key` / `<topic>-value` (server/schema_ids.rs; the check runs in `Log::append_as_leader_checked`) |
 //! | `retention.archive` | (logbroker) segments due for time/size retention wait for the archiver (`Log::retention_plan`), which archives them and then raises the log start offset |
 //! | `iceberg.enable` | (logbroker) the same wait, for the Iceberg table writer: the leader raises the log start offset only past records the topic's table holds |
+//! | `remote.storage.enable` | tiered storage (KIP-405): the leader copies rolled segments to the object store; local retention then follows `local.retention.*` |
+//! | `local.retention.ms` | with remote storage, how long a segment already copied stays on local disk (-2: `retention.ms`, see `effective_local_retention_ms`; -1: forever) |
+//! | `local.retention.bytes` | with remote storage, the local size above which the oldest copied segments are deleted locally (-2: `retention.bytes`, see `effective_local_retention_bytes`; -1: no limit) |
 //!
 //! `cleanup.policy` decides what the periodic maintenance does: retention by time and size
 //! (`Log::enforce_retention`) only when it contains `delete`, compaction (`Log::compact`) only
@@ -37,9 +40,12 @@
 //! Parsing takes a string map (what the Python side has) and fails with
 //! `LogError::InvalidConfig` naming the key and value. The broker's other topic keys
 //! (`config_keys::OTHER_TOPIC_KEYS`) and keys Kafka knows but this engine does not act on
-//! (throttled replicas, remote storage, ...) are accepted and ignored, so the broker can pass a whole topic
+//! (throttled replicas, ...) are accepted and ignored, so the broker can pass a whole topic
 //! config; any other key is rejected as a likely typo. `min.compaction.lag.ms` above
-//! `max.compaction.lag.ms` is rejected (Kafka's check).
+//! `max.compaction.lag.ms` is rejected (Kafka's check). The checks across the tiered-storage
+//! keys (`local.retention.*` within `retention.*`, remote storage enabled on the broker, turning
+//! it off) are the broker's (Python `BrokerConfig.check_topic_configs`): they need the broker's
+//! settings and the topic's previous config, which the engine does not have.
 
 use std::collections::HashMap;
 
@@ -82,6 +88,12 @@ pub struct LogConfig {
     /// `retention.archive`, time/size retention only plans, and the leader deletes what the
     /// table already holds.
     pub iceberg_enable: bool,
+    /// `remote.storage.enable`: tiered storage (KIP-405) for this topic.
+    pub remote_storage_enable: bool,
+    /// `local.retention.ms` as set: -2 means `retention.ms` (`effective_local_retention_ms`).
+    pub local_retention_ms: i64,
+    /// `local.retention.bytes` as set: -2 means `retention.bytes` (`effective_local_retention_bytes`).
+    pub local_retention_bytes: i64,
     /// `compression.type`: `None` for `producer` (batches stored as they come), else the codec
     /// every stored data batch gets.
     pub compression: Option<Codec>,
@@ -124,6 +136,9 @@ impl Default for LogConfig {
             min_cleanable_dirty_ratio: keys::MIN_CLEANABLE_DIRTY_RATIO.default,
             retention_archive: keys::RETENTION_ARCHIVE.default,
             iceberg_enable: keys::ICEBERG_ENABLE.default,
+            remote_storage_enable: keys::REMOTE_STORAGE_ENABLE.default,
+            local_retention_ms: keys::LOCAL_RETENTION_MS.default,
+            local_retention_bytes: keys::LOCAL_RETENTION_BYTES.default,
             compression: parse_compression(keys::COMPRESSION_TYPE.name, keys::COMPRESSION_TYPE.default)
                 .expect("the table's compression.type default"),
             compression_gzip_level: to_i32(keys::COMPRESSION_GZIP_LEVEL.default),
@@ -140,15 +155,12 @@ const IGNORED_KEYS: &[&str] = &[
     "file.delete.delay.ms",
     "follower.replication.throttled.replicas",
     "leader.replication.throttled.replicas",
-    "local.retention.bytes",
-    "local.retention.ms",
     "message.downconversion.enable",
     "message.format.version",
     "message.timestamp.after.max.ms",
     "message.timestamp.before.max.ms",
     "message.timestamp.difference.max.ms",
     "preallocate",
-    "remote.storage.enable",
     "segment.jitter.ms",
 ];
 
@@ -281,6 +293,9 @@ impl LogConfig {
                 }
                 "retention.archive" => self.retention_archive = boolean(k, value)?,
                 "iceberg.enable" => self.iceberg_enable = boolean(k, value)?,
+                "remote.storage.enable" => self.remote_storage_enable = boolean(k, value)?,
+                "local.retention.ms" => self.local_retention_ms = int(&keys::LOCAL_RETENTION_MS, k, value)?,
+                "local.retention.bytes" => self.local_retention_bytes = int(&keys::LOCAL_RETENTION_BYTES, k, value)?,
                 "message.timestamp.type" => self.timestamp_type = parse_timestamp_type(k, value)?,
                 "compression.type" => self.compression = parse_compression(k, value)?,
                 "compression.gzip.level" => {
@@ -330,6 +345,9 @@ impl LogConfig {
             (keys::RETENTION_MS.name, self.retention_ms.to_string()),
             (keys::RETENTION_BYTES.name, self.retention_bytes.to_string()),
             (keys::RETENTION_ARCHIVE.name, self.retention_archive.to_string()),
+            (keys::LOCAL_RETENTION_MS.name, self.local_retention_ms.to_string()),
+            (keys::LOCAL_RETENTION_BYTES.name, self.local_retention_bytes.to_string()),
+            (keys::REMOTE_STORAGE_ENABLE.name, self.remote_storage_enable.to_string()),
             (keys::ICEBERG_ENABLE.name, self.iceberg_enable.to_string()),
             (keys::FLUSH_MESSAGES.name, self.flush_messages.to_string()),
             (keys::FLUSH_MS.name, self.flush_ms.to_string()),
@@ -362,6 +380,24 @@ impl LogConfig {
             Codec::Lz4 => self.compression_lz4_level,
             Codec::Zstd => self.compression_zstd_level,
             Codec::None | Codec::Snappy => 0,
+        }
+    }
+
+    /// `local.retention.ms` with -2 resolved: `retention.ms` (Kafka's rule). -1 is no limit.
+    pub fn effective_local_retention_ms(&self) -> i64 {
+        if self.local_retention_ms == -2 {
+            self.retention_ms
+        } else {
+            self.local_retention_ms
+        }
+    }
+
+    /// `local.retention.bytes` with -2 resolved: `retention.bytes` (Kafka's rule). -1 is no limit.
+    pub fn effective_local_retention_bytes(&self) -> i64 {
+        if self.local_retention_bytes == -2 {
+            self.retention_bytes
+        } else {
+            self.local_retention_bytes
         }
     }
 
@@ -488,6 +524,8 @@ mod tests {
         keys::COMPRESSION_GZIP_LEVEL,
         keys::COMPRESSION_LZ4_LEVEL,
         keys::COMPRESSION_ZSTD_LEVEL,
+        keys::LOCAL_RETENTION_MS,
+        keys::LOCAL_RETENTION_BYTES,
     ];
 
     #[test]
@@ -514,8 +552,32 @@ mod tests {
     }
 
     #[test]
+    fn tiered_storage_keys() {
+        let c = LogConfig::default();
+        assert!(!c.remote_storage_enable);
+        assert_eq!((c.local_retention_ms, c.local_retention_bytes), (-2, -2));
+        // -2: the local retention is the whole retention
+        assert_eq!(c.effective_local_retention_ms(), c.retention_ms);
+        assert_eq!(c.effective_local_retention_bytes(), c.retention_bytes);
+        let c = LogConfig::from_map(&map(&[
+            ("remote.storage.enable", "true"),
+            ("retention.ms", "1000"),
+            ("retention.bytes", "4096"),
+            ("local.retention.ms", "10"),
+            ("local.retention.bytes", "-1"),
+        ]))
+        .unwrap();
+        assert!(c.remote_storage_enable);
+        assert_eq!((c.effective_local_retention_ms(), c.effective_local_retention_bytes()), (10, -1));
+        let e = LogConfig::from_map(&map(&[("local.retention.ms", "-3")])).unwrap_err().to_string();
+        assert!(e.contains("local.retention.ms") && e.contains("-3"), "{e}");
+        let e = LogConfig::from_map(&map(&[("remote.storage.enable", "yes")])).unwrap_err().to_string();
+        assert!(e.contains("remote.storage.enable"), "{e}");
+    }
+
+    #[test]
     fn bounds_are_the_tables() {
-        assert_eq!(INT_KEYS.len() + 8, keys::ENGINE_DEFAULTS.len(), "an engine key missing here");
+        assert_eq!(INT_KEYS.len() + 9, keys::ENGINE_DEFAULTS.len(), "an engine key missing here");
         for key in INT_KEYS {
             let (lo, hi) = (key.min.to_string(), key.max.to_string());
             for ok in [&lo, &hi] {

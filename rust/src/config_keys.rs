@@ -13,6 +13,9 @@
 //! | `retention.ms` | `log.retention.ms` | 604800000 | [-1, i64::MAX] |
 //! | `retention.bytes` | `log.retention.bytes` | -1 | [-1, i64::MAX] |
 //! | `retention.archive` | `log.retention.archive` | false | true, false |
+//! | `local.retention.ms` | `log.local.retention.ms` | -2 | [-2, i64::MAX] |
+//! | `local.retention.bytes` | `log.local.retention.bytes` | -2 | [-2, i64::MAX] |
+//! | `remote.storage.enable` | `remote.storage.enable` | false | true, false |
 //! | `iceberg.enable` | `log.iceberg.enable` | false | true, false |
 //! | `flush.messages` | `log.flush.interval.messages` | 9223372036854775807 | [1, i64::MAX] |
 //! | `flush.ms` | `log.flush.interval.ms` | 9223372036854775807 | [0, i64::MAX] |
@@ -93,6 +96,15 @@ pub const RETENTION_BYTES: IntKey = IntKey { name: "retention.bytes", broker_key
 /// `retention.archive` (broker default: `log.retention.archive`).
 pub const RETENTION_ARCHIVE: BoolKey = BoolKey { name: "retention.archive", broker_key: "log.retention.archive", default: false };
 
+/// `local.retention.ms` (broker default: `log.local.retention.ms`).
+pub const LOCAL_RETENTION_MS: IntKey = IntKey { name: "local.retention.ms", broker_key: "log.local.retention.ms", default: -2, min: -2, max: i64::MAX };
+
+/// `local.retention.bytes` (broker default: `log.local.retention.bytes`).
+pub const LOCAL_RETENTION_BYTES: IntKey = IntKey { name: "local.retention.bytes", broker_key: "log.local.retention.bytes", default: -2, min: -2, max: i64::MAX };
+
+/// `remote.storage.enable` (broker default: `remote.storage.enable`).
+pub const REMOTE_STORAGE_ENABLE: BoolKey = BoolKey { name: "remote.storage.enable", broker_key: "remote.storage.enable", default: false };
+
 /// `iceberg.enable` (broker default: `log.iceberg.enable`).
 pub const ICEBERG_ENABLE: BoolKey = BoolKey { name: "iceberg.enable", broker_key: "log.iceberg.enable", default: false };
 
@@ -152,6 +164,9 @@ pub const ENGINE_DEFAULTS: &[(&str, &str)] = &[
     ("retention.ms", "604800000"),
     ("retention.bytes", "-1"),
     ("retention.archive", "false"),
+    ("local.retention.ms", "-2"),
+    ("local.retention.bytes", "-2"),
+    ("remote.storage.enable", "false"),
     ("iceberg.enable", "false"),
     ("flush.messages", "9223372036854775807"),
     ("flush.ms", "9223372036854775807"),
@@ -174,5 +189,7 @@ pub const ENGINE_DEFAULTS: &[(&str, &str)] = &[
 pub const OTHER_TOPIC_KEYS: &[&str] = &[
     "iceberg.mode",
     "min.insync.replicas",
+    "remote.log.copy.disable",
+    "remote.log.delete.on.disable",
     "unclean.leader.election.enable",
 ];

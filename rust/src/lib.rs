@@ -30,6 +30,9 @@ pub mod recovery;
 pub mod segment;
 pub mod time_index;
 
+// Tiered storage: segments copied to and read from an object store.
+pub mod remote;
+
 // The Kafka protocol codec, generated from the message specs.
 pub mod protocol;
 

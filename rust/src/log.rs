@@ -186,6 +186,25 @@ pub(crate) struct CompactionPlan {
     generation: u64,
 }
 
+/// A rolled segment as tiered storage copies it (`Log::upload_segment`, `remote/upload.rs`).
+pub struct UploadSegment {
+    pub base_offset: i64,
+    /// Its last offset (the next segment's base offset - 1).
+    pub end_offset: i64,
+    pub size: u64,
+    pub file: Arc<std::fs::File>,
+    /// `.index` and `.timeindex` bytes (the segments' file formats).
+    pub offset_index: Vec<u8>,
+    pub time_index: Vec<u8>,
+    /// Aborted transactions overlapping the segment.
+    pub aborted: Vec<AbortedTxn>,
+    /// The producer state now, as a snapshot taken at the segment's end.
+    pub producer_snapshot: Vec<u8>,
+    /// (epoch, start offset) of the leader epochs the segment covers.
+    pub leader_epochs: Vec<(i32, i64)>,
+    pub max_timestamp: i64,
+}
+
 /// What opening the log had to repair.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RecoveryReport {
@@ -304,6 +323,10 @@ pub(crate) struct Inner {
     pub swept_at: u64,
     /// What of the partition directory exists and is durable (see "Creating a log").
     pub dir_state: DirState,
+    /// Tiered storage (`remote.storage.enable`): the last offset copied to remote storage
+    /// (-1: none, or not known yet after an open), set by the control plane from the
+    /// metadata log. Retention deletes no local segment above it.
+    pub highest_remote_offset: i64,
 }
 
 /// The partition directory of a log, from nothing to durable.
@@ -1233,17 +1256,27 @@ impl Log {
             n += 1;
         }
         let below_start = n;
-        if config.cleanup_delete && config.retention_ms >= 0 {
-            while ends_at_or_below(n, g.high_watermark)
-                && now_ms.saturating_sub(segs[n].largest_timestamp()) > config.retention_ms
+        // Tiered storage: the local log keeps local.retention.* (which default to
+        // retention.*), and never a segment not yet entirely copied.
+        let (retention_ms, retention_bytes, limit_offset) = if config.remote_storage_enable {
+            (
+                config.effective_local_retention_ms(),
+                config.effective_local_retention_bytes(),
+                g.high_watermark.min(g.highest_remote_offset.saturating_add(1)),
+            )
+        } else {
+            (config.retention_ms, config.retention_bytes, g.high_watermark)
+        };
+        if (config.cleanup_delete || config.remote_storage_enable) && retention_ms >= 0 {
+            while ends_at_or_below(n, limit_offset) && now_ms.saturating_sub(segs[n].largest_timestamp()) > retention_ms
             {
                 total -= segs[n].size;
                 n += 1;
             }
         }
-        if config.cleanup_delete && config.retention_bytes >= 0 {
-            let limit = u64::try_from(config.retention_bytes).unwrap_or(0);
-            while ends_at_or_below(n, g.high_watermark) && total > limit && total - limit >= segs[n].size {
+        if (config.cleanup_delete || config.remote_storage_enable) && retention_bytes >= 0 {
+            let limit = u64::try_from(retention_bytes).unwrap_or(0);
+            while ends_at_or_below(n, limit_offset) && total > limit && total - limit >= segs[n].size {
                 total -= segs[n].size;
                 n += 1;
             }
@@ -1282,6 +1315,83 @@ impl Log {
         Ok((below_start..due)
             .map(|i| (g.segments[i].base_offset.max(g.log_start_offset), g.segments[i + 1].base_offset))
             .collect())
+    }
+
+    /// Tiered storage: the last offset copied to remote storage (see `Inner::highest_remote_offset`).
+    pub fn set_highest_remote_offset(&self, offset: i64) {
+        self.lock().highest_remote_offset = offset;
+    }
+
+    pub fn highest_remote_offset(&self) -> i64 {
+        self.lock().highest_remote_offset
+    }
+
+    /// Base offsets of the segments tiered storage may copy now: rolled (not the active
+    /// one), ending at or after `from` (the first offset not yet copied) and entirely
+    /// below the last stable offset, oldest first.
+    pub fn upload_candidates(&self, from: i64) -> Result<Vec<i64>> {
+        let g = self.lock_open()?;
+        let lso = g.producers.first_unstable_offset().unwrap_or(i64::MAX).min(g.high_watermark);
+        Ok(g.segments
+            .windows(2)
+            .filter(|w| w[1].base_offset > from && w[1].base_offset <= lso && w[0].size > 0)
+            .map(|w| w[0].base_offset)
+            .collect())
+    }
+
+    /// What tiered storage copies of the rolled segment at `base_offset` (`None` if there is
+    /// no such segment now, or it is the active one): its file handle (read without the
+    /// lock; valid if retention deletes the segment meanwhile) and the index, transaction
+    /// index, producer state and leader epochs as of now.
+    pub fn upload_segment(&self, base_offset: i64) -> Result<Option<UploadSegment>> {
+        let mut g = self.lock_open()?;
+        let Some(i) = g.segments.iter().position(|s| s.base_offset == base_offset) else {
+            return Ok(None);
+        };
+        if i + 1 >= g.segments.len() {
+            return Ok(None);
+        }
+        let next_base = g.segments[i + 1].base_offset;
+        let file = g.segments[i].reader().map_err(|e| self.err(e))?;
+        let s = &g.segments[i];
+        let mut offset_index = Vec::with_capacity(s.offset_index_len() * 8);
+        for k in 0..s.offset_index_len() {
+            let (o, pos) = s.offset_index_entry(k);
+            offset_index.extend_from_slice(&((o - base_offset) as u32).to_be_bytes());
+            offset_index.extend_from_slice(&pos.to_be_bytes());
+        }
+        let mut time_index = Vec::with_capacity(s.time_index_len() * 12);
+        for k in 0..s.time_index_len() {
+            let (ts, o) = s.time_index_entry(k);
+            time_index.extend_from_slice(&ts.to_be_bytes());
+            time_index.extend_from_slice(&((o - base_offset) as u32).to_be_bytes());
+        }
+        let size = s.size;
+        let max_timestamp = s.largest_timestamp();
+        let end_offset = next_base - 1;
+        let aborted = g.producers.aborted_between(base_offset, next_base);
+        let producer_snapshot = g.producers.snapshot_bytes(next_base);
+        let entries = g.epochs.entries();
+        let mut leader_epochs: Vec<(i32, i64)> = Vec::new();
+        for (k, &(epoch, start)) in entries.iter().enumerate() {
+            let next_start = entries.get(k + 1).map_or(i64::MAX, |e| e.1);
+            if next_start <= base_offset || start > end_offset {
+                continue;
+            }
+            leader_epochs.push((epoch, start.max(base_offset)));
+        }
+        Ok(Some(UploadSegment {
+            base_offset,
+            end_offset,
+            size,
+            file,
+            offset_index,
+            time_index,
+            aborted,
+            producer_snapshot,
+            leader_epochs,
+            max_timestamp,
+        }))
     }
 
     /// One log-cleaner pass (see `cleaner.rs` for the algorithm, file formats and crash

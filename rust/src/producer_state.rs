@@ -403,6 +403,12 @@ impl ProducerStateManager {
     }
 
     pub fn write_snapshot(&self, dir: &Path, log_end_offset: i64) -> Result<()> {
+        write_atomically(&dir.join(SNAPSHOT_FILE), &self.snapshot_bytes(log_end_offset))
+    }
+
+    /// The snapshot file's bytes, taken as if at `log_end_offset` (also what tiered storage
+    /// copies beside a segment).
+    pub fn snapshot_bytes(&self, log_end_offset: i64) -> Vec<u8> {
         let mut body = Vec::with_capacity(16 + self.producers.len() * 64);
         body.extend_from_slice(&log_end_offset.to_be_bytes());
         body.extend_from_slice(&u32::try_from(self.producers.len()).unwrap_or(u32::MAX).to_be_bytes());
@@ -433,7 +439,7 @@ impl ProducerStateManager {
         out.extend_from_slice(&2u16.to_be_bytes());
         out.extend_from_slice(&crc32c::crc32c(&body).to_be_bytes());
         out.extend_from_slice(&body);
-        write_atomically(&dir.join(SNAPSHOT_FILE), &out)
+        out
     }
 
     /// Loads the snapshot if it exists, is intact and was taken at `log_end_offset`.

@@ -145,6 +145,7 @@ impl Loaded {
             uses: 0,
             swept_at: 0,
             dir_state,
+            highest_remote_offset: -1,
         }
     }
 

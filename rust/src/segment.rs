@@ -835,6 +835,10 @@ impl Segment {
     pub fn offset_index_entry(&self, i: usize) -> (i64, u32) {
         self.offset_index.entry(i)
     }
+    /// Time index entry `i` as (timestamp, absolute offset).
+    pub fn time_index_entry(&self, i: usize) -> (i64, i64) {
+        self.time_index.entry(i)
+    }
 
     /// maxTimestamp of the first batch (max.compaction.lag.ms), `None` when empty.
     pub fn first_batch_timestamp(&mut self) -> Result<Option<i64>> {

@@ -40,6 +40,7 @@ from logbroker.broker.archiver import Archiver
 from logbroker.broker.iceberg_committer import IcebergCommitter
 from logbroker.broker.log_dirs import HW_CHECKPOINT, LogDirs, LogDirsError, partition_dir_name
 from logbroker.broker.partition import Partition
+from logbroker.broker.remote_log_manager import RemoteLogManager
 from logbroker.broker.replica_mover import ReplicaMover
 from logbroker.broker.replication import Replication
 from logbroker.clock import now_ms, run_every
@@ -100,6 +101,7 @@ class ReplicaManager:
         self.archiver = Archiver(config)
         self.iceberg = IcebergCommitter(config)
         self.mover = ReplicaMover(self)
+        self.remote = RemoteLogManager(config, self)
 
     # --- lifecycle ------------------------------------------------------------------
 
@@ -221,6 +223,7 @@ class ReplicaManager:
             self._add(self._partition(topic, state, lg))
         self._set_cluster_view(image, set(image.topics), True)
         self._image = image
+        self.remote.apply(image, None, [], [])
         await self.replication.after_image(image)
         known = {partition_dir_name(t, p) for (t, p) in self.partitions}
         for key, d in list(self.log_dirs.where.items()):
@@ -305,12 +308,14 @@ class ReplicaManager:
             p.notify()
         for key in [k for k in self.offline if k[0] in names and k not in wanted]:
             del self.offline[key]  # deleted, or moved away meanwhile
+        added = []
         for ((name, idx), (topic, state)), lg in zip(to_open, opened):
             if isinstance(lg, _core.LogBrokerError):
                 self._went_offline(name, idx, lg)
             else:
                 self.offline.pop((name, idx), None)
-                self._add(self._partition(topic, state, lg))
+                added.append(self._partition(topic, state, lg))
+                self._add(added[-1])
         for p, configs in config_changed:
             p.apply_state(p.state, self._min_isr(configs))
         for key, (_topic, state) in wanted.items():
@@ -319,6 +324,7 @@ class ReplicaManager:
                 p.apply_state(state)
                 self._track_isr(p)
         self._image = image
+        self.remote.apply(image, None if old is None else delta, added, config_changed)
         if reconfigure:
             await self._reconfigure_all()
         await self.replication.after_image(image, follow_names)
@@ -539,6 +545,7 @@ class ReplicaManager:
                 nursery.start_soon(self._every, self.config.get_int("log.cleaner.backoff.ms"), self._clean)
             nursery.start_soon(self._every, self.config.get_int("iceberg.commit.interval.ms"), self._iceberg_commit)
             await nursery.start(self.mover.run)
+            await nursery.start(self.remote.run)
             task_status.started()
 
     async def _every(self, interval_ms: int, job) -> None:

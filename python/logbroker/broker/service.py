@@ -264,6 +264,7 @@ class BrokerServer:
             await nursery.start(self.controller.expire_delegation_tokens)
             await nursery.start(self.lifecycle.run)
             self.replicas.replication.quorum = quorum
+            self.replicas.remote.quorum = quorum
             self.replicas.replication.alter_isr = self.lifecycle.alter_partitions
             await nursery.start(self.replicas.replication.run)
             await nursery.start(self.server.serve)

@@ -131,7 +131,8 @@ class Admin:
     def list_offsets(
         self, specs: dict[Any, str | int], timeout: float | None = None
     ) -> dict[TopicPartition, tuple[int, int]]:
-        """{(topic, partition): "earliest" | "latest" | "max_timestamp" | timestamp_ms} ->
+        """{(topic, partition): "earliest" | "latest" | "max_timestamp" | "earliest_local" |
+        "latest_tiered" (tiered storage, KIP-1005) | timestamp_ms} ->
         {TopicPartition: (offset, timestamp)}."""
         s = offset_specs(specs)
         return self._call(lambda: self._core.list_offsets(s), "list_offsets", timeout)

@@ -63,7 +63,7 @@ CREATE_TOPICS, DELETE_TOPICS, CREATE_PARTITIONS = 19, 20, 37
 DESCRIBE_CONFIGS, INCREMENTAL_ALTER_CONFIGS = 32, 44
 LIST_GROUPS, DESCRIBE_GROUPS, DELETE_GROUPS, DESCRIBE_CLUSTER, LIST_OFFSETS = 16, 15, 42, 60, 2
 RESOURCE_TYPES = {"topic": 2, "broker": 4, "broker_logger": 8, "group": 32}
-OFFSET_SPECS = {"earliest": -2, "latest": -1, "max_timestamp": -3}
+OFFSET_SPECS = {"earliest": -2, "latest": -1, "max_timestamp": -3, "earliest_local": -4, "latest_tiered": -5}
 SCRAM_SALT_BYTES = 32
 # ACL fields by name (Kafka's codes); "any" (and "match" for pattern types) only in filters
 ACL_RESOURCE_TYPES = {

@@ -14,12 +14,13 @@ Kafka's default.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import functools
 import importlib.util
 import re
 import tomllib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from logbroker.common import directory_id
@@ -202,6 +203,34 @@ OAUTH_UNSECURED_HANDLER = (
 # One listener's ssl.client.auth (Kafka's listener prefix); on a SASL_SSL listener only this
 # form applies (KIP-684), so SASL clients need no certificate when SSL listeners require one.
 LISTENER_CLIENT_AUTH_KEY = re.compile(r"^listener\.name\.([a-z0-9_]+)\.ssl\.client\.auth$")
+# Options of tiered storage's object store (Kafka's remote.log.storage.manager.impl.prefix):
+# any broker key starting with it, passed to the store without it
+# (BrokerConfig.remote_storage_options), e.g. rsm.config.aws_endpoint, rsm.config.aws_region.
+REMOTE_STORAGE_OPTION_PREFIX = "rsm.config."
+# Words that make a key's value a secret (sensitive_key); "key" too, but not "key_id"
+# (aws_access_key_id names a key, it is not one).
+_SECRET_WORDS = ("secret", "password", "token", "sas", "credential", "private")
+
+
+def _looks_secret(name: str) -> bool:
+    words = name.lower().replace(".", "_").replace("-", "_")
+    return any(w in words for w in _SECRET_WORDS) or "key" in words.replace("key_id", "")
+
+
+def sensitive_key(name: str) -> bool:
+    """Whether broker key `name` holds a secret, never shown (DescribeConfigs answers it with
+    a null value and is_sensitive, as Kafka's PASSWORD keys) nor logged: a password key of
+    the table, a listener's JAAS config, or an rsm.config.* option whose name has secret,
+    password, token, sas, credential, private or key in it (not key_id: rsm.config.aws_access_key_id
+    is shown, rsm.config.aws_secret_access_key is not)."""
+    spec = BROKER_KEYS.get(name)
+    if spec is not None:
+        return spec.sensitive
+    if LISTENER_JAAS_KEY.match(name):
+        return True
+    if name.startswith(REMOTE_STORAGE_OPTION_PREFIX):
+        return _looks_secret(name[len(REMOTE_STORAGE_OPTION_PREFIX) :])
+    return False
 
 
 def _parse_mechanisms(text: str) -> str:
@@ -318,6 +347,35 @@ def split_host_port(text: str) -> tuple[str, int]:
     return host, port
 
 
+REMOTE_STORAGE_SCHEMES = ("s3", "gs", "az", "file")
+
+
+def _parse_remote_storage_url(text: str) -> str:
+    """remote.log.storage.url: empty, s3://BUCKET[/PREFIX], gs://BUCKET[/PREFIX],
+    az://CONTAINER[/PREFIX] or file:///ABSOLUTE/DIR (trailing slashes dropped)."""
+    t = str(text).strip()
+    if not t:
+        return ""
+    scheme, sep, rest = t.partition("://")
+    scheme = scheme.lower()
+    if not sep or scheme not in REMOTE_STORAGE_SCHEMES:
+        raise ConfigError(
+            "expected s3://BUCKET/PREFIX, gs://BUCKET/PREFIX, az://CONTAINER/PREFIX or "
+            f"file:///ABSOLUTE/DIR, got {text!r}"
+        )
+    if any(c.isspace() for c in rest):
+        raise ConfigError(f"{text!r} has white space")
+    if scheme == "file":
+        if not rest.startswith("/"):
+            raise ConfigError(f"a file:// URL names an absolute directory, file:///ABSOLUTE/DIR, got {text!r}")
+        return "file://" + ("/" + rest.strip("/") if rest.strip("/") else "/")
+    bucket, _, prefix = rest.partition("/")
+    if not bucket:
+        raise ConfigError(f"{text!r} names no {'container' if scheme == 'az' else 'bucket'}")
+    prefix = prefix.strip("/")
+    return f"{scheme}://{bucket}/{prefix}" if prefix else f"{scheme}://{bucket}"
+
+
 _PARSERS: dict[str, Callable[[str], object]] = {
     # Named parsers the table refers to (`parser = "..."`) for values its types cannot check.
     "host_port_or_empty": _parse_optional_hostport,
@@ -333,6 +391,7 @@ _PARSERS: dict[str, Callable[[str], object]] = {
     "replica_selector": _parse_replica_selector,
     "archive": _parse_archive,
     "iceberg": _parse_iceberg,
+    "remote_storage_url": _parse_remote_storage_url,
 }
 
 CONFIG_KEYS_TABLE = Path(__file__).with_name("config_keys.toml")
@@ -523,8 +582,17 @@ class BrokerConfig:
                     )
                 self.explicit[canonical] = str(text).strip()
                 continue
+            if spec is None and canonical.startswith(REMOTE_STORAGE_OPTION_PREFIX):
+                if canonical == REMOTE_STORAGE_OPTION_PREFIX:
+                    raise ConfigError(
+                        f"configuration key {key!r}: name an option of the object store after it, e.g. "
+                        f"{REMOTE_STORAGE_OPTION_PREFIX}aws_region"
+                    )
+                self.explicit[canonical] = str(text).strip()  # checked by the object store; maybe a secret
+                continue
             if spec is None:
-                raise ConfigError(f"unknown configuration key {key!r} (value {text!r})")
+                shown = "[hidden]" if _looks_secret(canonical) else repr(text)
+                raise ConfigError(f"unknown configuration key {key!r} (value {shown})")
             try:
                 value = spec.parse(text)
             except ConfigError as e:
@@ -538,6 +606,20 @@ class BrokerConfig:
         # dynamic broker configs from the metadata log (set_dynamic): the cluster default, this broker's
         self.dynamic_default: dict[str, str] = {}
         self.dynamic_broker: dict[str, str] = {}
+        if self.get_bool("remote.log.storage.system.enable") and not self.get_str("remote.log.storage.url"):
+            raise ConfigError(
+                "remote.log.storage.system.enable=true needs remote.log.storage.url, where tiered storage "
+                "puts segments (s3://BUCKET/PREFIX, gs://BUCKET/PREFIX, az://CONTAINER/PREFIX or "
+                "file:///ABSOLUTE/DIR)"
+            )
+        self.check_tiered_storage_defaults()
+
+    def with_dynamic(self, cluster_default: dict[str, str], this_broker: dict[str, str]) -> BrokerConfig:
+        """A copy of this configuration with these dynamic broker configs instead of its own
+        (`set_dynamic`); this one is left as it is (the controller checks a change with it)."""
+        other = copy.copy(self)
+        other.set_dynamic(cluster_default, this_broker)
+        return other
 
     def set_dynamic(self, cluster_default: dict[str, str], this_broker: dict[str, str]) -> list[str]:
         """Dynamic broker configs (already checked by the controller): this broker's
@@ -961,7 +1043,7 @@ class BrokerConfig:
         merged.update(overrides)
         return merged
 
-    def topic_value(self, overrides: dict[str, str], topic_key: str) -> object:
+    def topic_value(self, overrides: Mapping[str, str], topic_key: str) -> object:
         """One topic-level key's parsed value: the topic's override, else the broker's key."""
         parse, broker_key = TOPIC_KEYS[topic_key]
         if topic_key in overrides:
@@ -981,10 +1063,88 @@ class BrokerConfig:
             return parse(overrides[group_key])
         return self._values[broker_key]
 
+    # --- tiered storage -------------------------------------------------------------
+
+    def remote_storage_options(self) -> dict[str, str]:
+        """The options of tiered storage's object store: every rsm.config.* key, without the
+        prefix (rsm.config.aws_region=eu-west-1 -> {"aws_region": "eu-west-1"}). Secrets among
+        them (sensitive_key) must not be shown or logged."""
+        n = len(REMOTE_STORAGE_OPTION_PREFIX)
+        return {k[n:]: v for k, v in sorted(self.explicit.items()) if k.startswith(REMOTE_STORAGE_OPTION_PREFIX)}
+
+    def check_tiered_storage_defaults(self) -> None:
+        """The broker defaults of the tiered-storage topic keys, checked as Kafka checks a
+        broker's (LogConfig.validateBrokerLogConfigValues): a default remote.storage.enable=true
+        needs remote.log.storage.system.enable, and with it log.local.retention.ms/bytes must not
+        be more than log.retention.ms/bytes. At start and for each dynamic change of the
+        cluster default or this broker's configs (coord/metadata/config_control.py);
+        ConfigError naming keys and values."""
+        system = self.get_bool("remote.log.storage.system.enable")
+        if self.get_bool("remote.storage.enable") and not system:
+            raise ConfigError(
+                "Tiered Storage functionality is disabled in the broker (remote.log.storage.system.enable="
+                "false): remote.storage.enable, the default of topics, cannot be true"
+            )
+        if system:
+            for unit in ("ms", "bytes"):
+                local, total = self.get_int(f"log.local.retention.{unit}"), self.get_int(f"log.retention.{unit}")
+                if _local_retention_exceeds(local, total):
+                    raise ConfigError(
+                        f"log.local.retention.{unit} ({local}) must not be more than log.retention.{unit} ({total})"
+                    )
+
+    def check_topic_configs(
+        self,
+        topic: str,
+        configs: Mapping[str, str],
+        previous: Mapping[str, str] | None = None,
+        before: BrokerConfig | None = None,
+    ) -> None:
+        """Kafka's checks across the keys of a topic (LogConfig.validate), for CreateTopics and
+        (Incremental)AlterConfigs: `configs` are the topic's overrides (each already checked,
+        validate_topic_config) over this broker's defaults; `previous` its overrides before
+        the change, over `before`'s defaults (this configuration's unless given), None for a
+        new topic. ConfigError naming the topic, keys and values when
+        - remote.storage.enable is true and remote.log.storage.system.enable false;
+        - with remote storage, local.retention.ms (-2: retention.ms's value) is more than
+          retention.ms, unless that is -1 (local -1, no limit, is more than any other);
+          likewise local.retention.bytes and retention.bytes;
+        - remote.storage.enable goes from true to false without remote.log.delete.on.disable
+          (KIP-950).
+        Compacted topics may have remote storage (Kafka refuses them)."""
+        if self.topic_value(configs, "remote.storage.enable"):
+            if not self.get_bool("remote.log.storage.system.enable"):
+                raise ConfigError(
+                    f"Tiered Storage functionality is disabled in the broker. Topic {topic} cannot be "
+                    "configured with remote log storage."
+                )
+            for unit in ("ms", "bytes"):
+                total = int(self.topic_value(configs, f"retention.{unit}"))  # type: ignore[call-overload]
+                local = int(self.topic_value(configs, f"local.retention.{unit}"))  # type: ignore[call-overload]
+                if _local_retention_exceeds(local, total):
+                    raise ConfigError(
+                        f"local.retention.{unit} ({local}) must not be more than retention.{unit} ({total})"
+                    )
+            return
+        was_remote = previous is not None and (before or self).topic_value(previous, "remote.storage.enable")
+        if was_remote and not self.topic_value(configs, "remote.log.delete.on.disable"):
+            raise ConfigError(
+                "It is invalid to disable remote storage without deleting remote data. If you want to keep "
+                "the remote data and turn to read only, please set remote.log.copy.disable=true. If you want "
+                "to disable remote storage and delete all remote data, please set "
+                "remote.storage.enable=false,remote.log.delete.on.disable=true."
+            )
+
     def engine_config(self, topic_overrides: dict[str, str]) -> dict[str, str]:
         """The string map handed to the Rust Log for one topic: every engine key, the
         topic's override else the broker's value, as the table's parser normalises it."""
         return {k: _to_str(self.topic_value(topic_overrides, k)) for k in LOG_ENGINE_KEYS}
+
+
+def _local_retention_exceeds(local: int, total: int) -> bool:
+    """Whether a local retention (-2: the same as the total; -1: none) goes past the total
+    (-1: none), Kafka's rule for local.retention.ms/bytes."""
+    return total != -1 and local != -2 and (local == -1 or local > total)
 
 
 def validate_broker_config(configs: dict[str, str | None]) -> dict[str, str]:
@@ -993,6 +1153,11 @@ def validate_broker_config(configs: dict[str, str | None]) -> dict[str, str]:
     out: dict[str, str] = {}
     for key, value in configs.items():
         spec = BROKER_KEYS.get(key)
+        if spec is None and key.startswith(REMOTE_STORAGE_OPTION_PREFIX):
+            raise ConfigError(
+                f"broker configuration key {key!r} (an option of tiered storage's object store) is static: "
+                "set it in the broker's config file or with --set and restart"
+            )
         if spec is None:
             raise ConfigError(f"unknown broker configuration key {key!r}")
         if key not in DYNAMIC_BROKER_KEYS:

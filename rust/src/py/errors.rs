@@ -14,6 +14,8 @@
 //! └── InvalidConfigError         InvalidConfig
 //! RaftError(Exception)            raft::RaftError (the controller quorum's state)
 //! └── NoLeaderError               RaftError::NoLeader
+//! RemoteStorageError(Exception)   remote::RemoteError (tiered storage: the store, its objects)
+//! └── RemoteObjectNotFoundError    RemoteError::NotFound
 //! KafkaProtocolError(ValueError)  protocol::ProtocolError (a frame that does not decode,
 //!                                 a message that cannot be encoded)
 //! ```
@@ -27,6 +29,7 @@ use pyo3::prelude::*;
 
 use crate::error::LogError;
 use crate::protocol::ProtocolError;
+use crate::remote::RemoteError;
 
 create_exception!(logbroker._core, LogBrokerError, PyException, "Base class of every storage-engine error.");
 create_exception!(
@@ -110,6 +113,29 @@ create_exception!(
     "A Kafka protocol frame that does not decode, or a message that cannot be encoded."
 );
 
+create_exception!(
+    logbroker._core,
+    RemoteStorageError,
+    PyException,
+    "Tiered storage: the object store failed or refused, an object is corrupt, or its URL is unusable."
+);
+create_exception!(
+    logbroker._core,
+    RemoteObjectNotFoundError,
+    RemoteStorageError,
+    "Tiered storage: an object the metadata names is not in the store."
+);
+
+impl From<RemoteError> for PyErr {
+    fn from(e: RemoteError) -> PyErr {
+        match e {
+            RemoteError::Log(e) => e.into(),
+            RemoteError::NotFound { .. } => RemoteObjectNotFoundError::new_err(e.to_string()),
+            _ => RemoteStorageError::new_err(e.to_string()),
+        }
+    }
+}
+
 impl From<ProtocolError> for PyErr {
     fn from(e: ProtocolError) -> PyErr {
         KafkaProtocolError::new_err(e.0)
@@ -158,6 +184,8 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("InvalidConfigError", py.get_type::<InvalidConfigError>())?;
     m.add("KafkaProtocolError", py.get_type::<KafkaProtocolError>())?;
     m.add("RaftError", py.get_type::<RaftError>())?;
+    m.add("RemoteStorageError", py.get_type::<RemoteStorageError>())?;
+    m.add("RemoteObjectNotFoundError", py.get_type::<RemoteObjectNotFoundError>())?;
     m.add("NoLeaderError", py.get_type::<NoLeaderError>())?;
     Ok(())
 }

@@ -15,6 +15,9 @@ use crate::config::LogConfig;
 use crate::file_region::FileRegion;
 use crate::log::{AppendResult, KeyValue, Log};
 
+/// `(base_offset, end_offset, size_bytes, max_timestamp, [(epoch, start offset)])` as
+/// `Log.upload_info` returns it.
+type UploadInfo = (i64, i64, u64, i64, Vec<(i32, i64)>);
 /// `(offset, timestamp, key, value)` as `Log.read_records` returns it.
 type PyRecord<'py> = (i64, i64, Option<Bound<'py, PyBytes>>, Option<Bound<'py, PyBytes>>);
 /// `(offset, timestamp, key, value, producer_id, transactional, marker)` as
@@ -410,6 +413,34 @@ impl PyLog {
     }
     fn retention_plan(&self, py: Python<'_>, now_ms: i64) -> PyResult<Vec<(i64, i64)>> {
         py.enter_core(|| self.log.retention_plan(now_ms))
+    }
+
+    /// Tiered storage: the last offset copied to remote storage (-1: none); retention
+    /// deletes no local segment above it.
+    #[getter]
+    fn get_highest_remote_offset(&self) -> i64 {
+        self.log.highest_remote_offset()
+    }
+    #[setter]
+    fn set_highest_remote_offset(&self, offset: i64) {
+        self.log.set_highest_remote_offset(offset);
+    }
+
+    /// What tiered storage would copy of the rolled segment at `base_offset`:
+    /// `(base_offset, end_offset, size_bytes, max_timestamp, [(epoch, start offset)])`;
+    /// None if there is no such rolled segment.
+    fn upload_info(&self, py: Python<'_>, base_offset: i64) -> PyResult<Option<UploadInfo>> {
+        py.enter_core(|| {
+            self.log
+                .upload_segment(base_offset)
+                .map(|s| s.map(|s| (s.base_offset, s.end_offset, s.size, s.max_timestamp, s.leader_epochs)))
+        })
+    }
+
+    /// Base offsets of the rolled segments that end at or after `from_offset` and lie
+    /// entirely below the last stable offset (what tiered storage may copy now).
+    fn upload_candidates(&self, py: Python<'_>, from_offset: i64) -> PyResult<Vec<i64>> {
+        py.enter_core(|| self.log.upload_candidates(from_offset))
     }
 
     fn maybe_roll(&self, py: Python<'_>, now_ms: i64) -> PyResult<bool> {

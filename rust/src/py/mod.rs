@@ -10,6 +10,7 @@
 //! - `protocol.rs`: the Kafka codec for Python (`protocol_decode`, `protocol_encode`,
 //!   `protocol_encode_frame`) and the value conversions; `messages.rs` (generated) applies
 //!   them to every message struct;
+//! - `remote.rs`: `RemoteStorage` (tiered storage's object store, copies and reads);
 //! - `raft.rs`: `RaftNode` (one controller-quorum voter, rust/src/raft);
 //! - `server.rs`: `NetworkServer` (the Rust network layer the broker serves requests through).
 //!
@@ -27,6 +28,7 @@ mod log;
 mod messages;
 mod protocol;
 mod raft;
+mod remote;
 mod replication;
 mod server;
 
@@ -61,5 +63,6 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(server::data_path_apis, m)?)?;
     m.add_function(wrap_pyfunction!(server::certificate_principal, m)?)?;
     m.add_class::<replication::PyReplicaFetcherManager>()?;
+    m.add_class::<remote::PyRemoteStorage>()?;
     Ok(())
 }

@@ -143,7 +143,7 @@ fn quota_kind(kind: &str) -> PyResult<usize> {
 /// The partitions the data path serves. The control plane adds one per local replica and
 /// keeps its leader state current; the network thread reads it.
 #[pyclass(name = "PartitionTable", module = "logbroker._core", frozen)]
-pub struct PyPartitionTable(Arc<PartitionTable>);
+pub struct PyPartitionTable(pub(crate) Arc<PartitionTable>);
 
 #[pymethods]
 impl PyPartitionTable {
@@ -316,6 +316,13 @@ impl PyReplicaPartition {
     #[getter]
     fn removed(&self) -> bool {
         self.0.is_removed()
+    }
+
+    /// The first offset a consumer may fetch: the local log start, or the first copied
+    /// offset when tiered storage holds segments below it.
+    #[getter]
+    fn log_start_offset(&self) -> i64 {
+        self.0.log_start_offset()
     }
 
     /// What the leader knows of each follower: `[(replica, leo, last_fetch_ms,

@@ -42,7 +42,7 @@
 //! idle follower of tens of thousands of partitions costs its leader next to nothing.
 
 use std::borrow::Cow;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 use super::authorizer::{op, resource, Caller, CLUSTER_NAME};
@@ -61,6 +61,8 @@ use crate::protocol::messages::fetch_response::{
     AbortedTransaction, FetchResponse, FetchableTopicResponse, LeaderIdAndEpoch, NodeEndpoint, PartitionData,
 };
 use crate::protocol::{Bytes, Chunk, ProtocolError, Reader, Records, Uuid};
+use crate::remote::cache::ReadWaiter;
+use crate::remote::{RemoteLogView, RemoteRead};
 
 pub const MIN_VERSION: i16 = 4;
 pub const MAX_VERSION: i16 = 18;
@@ -96,6 +98,7 @@ enum SessionMode {
 }
 
 /// A Fetch waiting for data.
+#[allow(clippy::struct_excessive_bools)] // independent facts of one request, each named
 pub struct PendingFetch {
     targets: Vec<Target>,
     mode: SessionMode,
@@ -127,6 +130,18 @@ pub struct PendingFetch {
     denied: bool,
     /// How many partitions its session holds (incremental requests; else 0).
     session_partitions: usize,
+    /// A remote read made it wait (its deadline was pushed to `remote.fetch.max.wait.ms`).
+    remote_waited: bool,
+}
+
+/// One partition's read from remote storage.
+enum RemoteOutcome {
+    /// Records of this many bytes are in the answer.
+    Read(u64),
+    /// The bytes are being fetched from the store; the partition wakes the fetch.
+    Pending,
+    /// The partition is answered with an error.
+    Error,
 }
 
 /// What serving a Fetch produced.
@@ -345,6 +360,7 @@ pub fn handle(
             SessionMode::Incremental { id, .. } => sessions.get_mut(id).map_or(0, |s| s.partitions.len()),
             _ => 0,
         },
+        remote_waited: false,
     };
     match pending.try_complete(table, sessions, false, logs)? {
         Some(chunks) => Ok(Outcome::Done(chunks, pending.throttle_ms)),
@@ -437,6 +453,66 @@ impl PendingFetch {
 
     /// The identities (`expected_followers::identity`) of the local replicas its partitions
     /// resolved to (after `try_complete`).
+    /// A consumer's read below the local log start, from the copied segments: the segment
+    /// holding the offset, or the next ones if it holds nothing at or after it (compaction).
+    #[allow(clippy::too_many_arguments)]
+    fn read_remote(
+        &self,
+        table: &PartitionTable,
+        part: &Arc<Partition>,
+        view: &RemoteLogView,
+        offset: i64,
+        budget: u64,
+        min_one: bool,
+        data: &mut PartitionData,
+        logs: &mut Vec<LogLine>,
+    ) -> RemoteOutcome {
+        let fail = |data: &mut PartitionData, logs: &mut Vec<LogLine>, code: i16, why: String| {
+            data.error_code = code;
+            data.aborted_transactions = None;
+            logs.push(LogLine::new(
+                LogLine::ERROR,
+                format!(
+                    "fetch from {}: reading {} at offset {offset} from remote storage failed: {why}",
+                    self.peer,
+                    part.name()
+                ),
+            ));
+            RemoteOutcome::Error
+        };
+        let Some(reader) = table.remote_reader() else {
+            return fail(data, logs, code::KAFKA_STORAGE_ERROR, "this broker has no remote storage".to_owned());
+        };
+        let waiter: Weak<dyn ReadWaiter> = Arc::downgrade(part) as Weak<dyn ReadWaiter>;
+        let mut at = offset;
+        for _ in 0..view.segments.len() {
+            let Some(seg) = view.find(at) else { break };
+            match reader.read(seg, at, budget, min_one, self.read_committed, &waiter) {
+                RemoteRead::Ready { records, aborted } => {
+                    let n = records.len() as u64;
+                    if self.read_committed {
+                        data.aborted_transactions = Some(
+                            aborted
+                                .into_iter()
+                                .map(|a| AbortedTransaction {
+                                    producer_id: a.producer_id,
+                                    first_offset: a.first_offset,
+                                    ..Default::default()
+                                })
+                                .collect(),
+                        );
+                    }
+                    data.records = Some(Records::Bytes(records));
+                    return RemoteOutcome::Read(n);
+                }
+                RemoteRead::Pending => return RemoteOutcome::Pending,
+                RemoteRead::Empty => at = seg.end_offset + 1,
+                RemoteRead::Failed(why) => return fail(data, logs, code::KAFKA_STORAGE_ERROR, why),
+            }
+        }
+        RemoteOutcome::Read(0)
+    }
+
     pub fn resolved(&self) -> impl Iterator<Item = usize> + '_ {
         self.targets.iter().filter_map(|t| t.part.0.as_deref().map(super::expected_followers::identity))
     }
@@ -483,6 +559,8 @@ impl PendingFetch {
         // Per target: read by a follower that has everything (no records, no error), so its
         // partition may go quiet in the session.
         let mut settled = vec![false; self.targets.len()];
+        // some partition waits for bytes from remote storage
+        let mut remote_pending = false;
         for ((t, found), settled) in self.targets.iter().zip(found).zip(&mut settled) {
             let mut data = PartitionData {
                 partition_index: t.partition,
@@ -521,9 +599,12 @@ impl PendingFetch {
                     let leo = lg.log_end_offset();
                     let log_start = lg.log_start_offset();
                     let lso = lg.last_stable_offset();
+                    // tiered storage: copied segments below the local log start
+                    let remote = part.remote().filter(|r| !r.segments.is_empty());
+                    let start = remote.as_ref().map_or(log_start, |r| r.log_start_offset.min(log_start));
                     data.high_watermark = hw;
                     data.last_stable_offset = lso;
-                    data.log_start_offset = log_start;
+                    data.log_start_offset = start;
                     let upper = if follower {
                         leo
                     } else if self.read_committed {
@@ -544,14 +625,36 @@ impl PendingFetch {
                         data.diverging_epoch.epoch = epoch;
                         data.diverging_epoch.end_offset = end_offset;
                         errors = true; // answer now: the fetcher must truncate first
-                    } else if t.fetch_offset < log_start || t.fetch_offset > leo {
+                    } else if let (Some(r), true) =
+                        (remote.as_ref(), t.fetch_offset >= start && t.fetch_offset < log_start)
+                    {
+                        if follower {
+                            // Kafka's way: the follower rebuilds from the remote metadata
+                            data.error_code = code::OFFSET_MOVED_TO_TIERED_STORAGE;
+                            data.aborted_transactions = None;
+                            errors = true;
+                        } else if !(budget == 0 && total > 0) {
+                            match self.read_remote(table, &part, r, t.fetch_offset, budget, total == 0, &mut data, logs)
+                            {
+                                RemoteOutcome::Read(n) => {
+                                    total += n;
+                                    served.push((Arc::clone(&part), n));
+                                }
+                                RemoteOutcome::Pending => remote_pending = true,
+                                RemoteOutcome::Error => errors = true,
+                            }
+                        }
+                        readable.push(part);
+                        datas.push(data);
+                        continue;
+                    } else if t.fetch_offset < start || t.fetch_offset > leo {
                         data.error_code = code::OFFSET_OUT_OF_RANGE;
                         data.aborted_transactions = None;
                         errors = true;
                         logs.push(LogLine::new(
                             LogLine::INFO,
                             format!(
-                                "fetch from {}: fetch offset {} of {} is outside [log start {log_start}, LEO {leo}]",
+                                "fetch from {}: fetch offset {} of {} is outside [log start {start}, LEO {leo}]",
                                 self.peer,
                                 t.fetch_offset,
                                 part.name()
@@ -607,7 +710,15 @@ impl PendingFetch {
         // (a follower session's quiet partitions are waited on through its changes, even
         // when no loud one is left to read)
         let nothing_to_wait_on = readable.is_empty() && self.changes().is_none();
-        if !(total >= min_bytes || errors || nothing_to_wait_on || expired || Instant::now() >= self.deadline) {
+        let now = Instant::now();
+        if remote_pending && !self.remote_waited {
+            // a remote read waits up to remote.fetch.max.wait.ms, whatever the fetch's max wait
+            self.remote_waited = true;
+            let wait = table.remote_reader().map_or(Duration::ZERO, |rd| rd.fetch_max_wait);
+            self.deadline = self.deadline.max(now + wait);
+        }
+        let wait_remote = remote_pending && !errors && !expired && now < self.deadline;
+        if wait_remote || !(total >= min_bytes || errors || nothing_to_wait_on || expired || now >= self.deadline) {
             self.waiting_on = readable;
             return Ok(None);
         }

@@ -50,6 +50,8 @@ use super::expected_followers::{identity, NewLeadership};
 use super::session_changes::{FetchClock, SessionChanges};
 use crate::log::{Log, OffsetsListener};
 use crate::protocol::Uuid;
+use crate::remote::cache::ReadWaiter;
+use crate::remote::{RemoteLogView, RemoteReader};
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
@@ -226,9 +228,40 @@ pub struct Partition {
     watchers: Mutex<Vec<Weak<SessionChanges>>>,
     /// Bytes and records in and out (`metrics.rs`).
     pub stats: super::metrics::PartitionStats,
+    /// Tiered storage: the copied segments a fetch below the local log start reads (set by
+    /// the control plane from the metadata log); `None` when the topic is not tiered.
+    remote: RwLock<Option<Arc<RemoteLogView>>>,
+}
+
+impl ReadWaiter for Partition {
+    /// Remote bytes a parked fetch waited for arrived: it reads again.
+    fn remote_read_done(&self) {
+        self.wake_hw_waiters();
+    }
 }
 
 impl Partition {
+    /// The copied segments (tiered storage), if the topic is tiered.
+    pub fn remote(&self) -> Option<Arc<RemoteLogView>> {
+        self.remote.read().unwrap_or_else(PoisonError::into_inner).clone()
+    }
+
+    /// Replaces the copied segments (`None`: the topic is not tiered); parked fetches read again.
+    pub fn set_remote(&self, view: Option<RemoteLogView>) {
+        *self.remote.write().unwrap_or_else(PoisonError::into_inner) = view.map(Arc::new);
+        self.wake_hw_waiters();
+    }
+
+    /// The first offset a consumer may fetch: the remote log start when tiered segments
+    /// reach below the local one.
+    pub fn log_start_offset(&self) -> i64 {
+        let local = self.log.log_start_offset();
+        match self.remote() {
+            Some(r) if !r.segments.is_empty() => r.log_start_offset.min(local),
+            _ => local,
+        }
+    }
+
     pub fn name(&self) -> String {
         format!("{}-{}", self.topic, self.index)
     }
@@ -584,6 +617,8 @@ pub struct PartitionTable {
     client_quotas: Arc<super::quota::ClientQuotas>,
     /// The schema ids of each subject, for topics that check them (schema_ids.rs).
     schema_ids: Arc<super::schema_ids::SchemaIds>,
+    /// Tiered storage's reader (`remote.log.storage.system.enable`), once the broker opened its store.
+    remote_reader: OnceLock<Arc<RemoteReader>>,
 }
 
 impl Default for PartitionTable {
@@ -604,7 +639,17 @@ impl PartitionTable {
             authorizer: Arc::default(),
             client_quotas: Arc::default(),
             schema_ids: Arc::default(),
+            remote_reader: OnceLock::new(),
         }
+    }
+
+    /// Tiered storage's reader; false if one is set already.
+    pub fn set_remote_reader(&self, reader: Arc<RemoteReader>) -> bool {
+        self.remote_reader.set(reader).is_ok()
+    }
+
+    pub fn remote_reader(&self) -> Option<&Arc<RemoteReader>> {
+        self.remote_reader.get()
     }
 
     pub fn schema_ids(&self) -> &Arc<super::schema_ids::SchemaIds> {
@@ -642,6 +687,7 @@ impl PartitionTable {
             wakeup: Arc::clone(&self.wakeup),
             watchers: Mutex::new(Vec::new()),
             stats: super::metrics::PartitionStats::default(),
+            remote: RwLock::new(None),
         });
         let listener: Weak<dyn OffsetsListener> = Arc::downgrade(&p) as Weak<dyn OffsetsListener>;
         p.log.set_offsets_listener(listener);

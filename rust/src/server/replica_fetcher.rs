@@ -769,6 +769,30 @@ impl Loop {
                 }
                 return Some(Retry::OutOfRange);
             }
+            code::OFFSET_MOVED_TO_TIERED_STORAGE => {
+                // Below the leader's local log start, in remote storage: this replica keeps
+                // only what is not copied yet, and starts after the last copied offset (the
+                // leader holds it locally: it deletes nothing not copied). The metadata log
+                // may not have told us of the copy yet: then back off and ask again.
+                let copied = f.part.remote().map_or(-1, |r| r.end_offset());
+                if copied < fetch_offset {
+                    self.shared.event(
+                        LogLine::INFO,
+                        format!("{name}: fetch offset {fetch_offset} moved to tiered storage at leader {source}; waiting for the remote segments' metadata (last copied offset known here: {copied})"),
+                    );
+                    return Some(Retry::Backoff);
+                }
+                let start = copied + 1;
+                self.shared.event(
+                    LogLine::INFO,
+                    format!("{name}: fetch offset {fetch_offset} moved to tiered storage at leader {source}; the local log restarts after the last copied offset, at {start}"),
+                );
+                if let Err(e) = log.truncate_fully_and_start_at(start) {
+                    self.shared.event(LogLine::ERROR, format!("{name}: restarting the log at {start} failed: {e}"));
+                    return Some(Retry::Backoff);
+                }
+                return None;
+            }
             c => {
                 let level = if matches!(
                     c,

@@ -42,7 +42,14 @@ from logbroker.common import client_metrics
 from logbroker.common.acl import CLUSTER_NAME
 from logbroker.common.acl import AclOperation as Op
 from logbroker.common.acl import ResourceType as Res
-from logbroker.common.config import BROKER_KEYS, DYNAMIC_BROKER_KEYS, GROUP_KEYS, TOPIC_KEYS
+from logbroker.common.config import (
+    BROKER_KEYS,
+    DYNAMIC_BROKER_KEYS,
+    GROUP_KEYS,
+    REMOTE_STORAGE_OPTION_PREFIX,
+    TOPIC_KEYS,
+    sensitive_key,
+)
 from logbroker.coord.metadata.config_control import Change, broker_not_list, list_default
 from logbroker.coord.metadata.control import ControllerError
 from logbroker.log_format import fields
@@ -261,6 +268,26 @@ def _describe_broker(ctx, name: str, keys, synonyms: bool, docs: bool) -> tuple[
                 synonyms=syn,
                 config_type=_type_of(value),
                 documentation=spec.doc if docs else None,
+            )
+        )
+    # the object store's options (rsm.config.*, static): a secret one described as a PASSWORD key is
+    for key, text in sorted(cfg.explicit.items()):
+        if not key.startswith(REMOTE_STORAGE_OPTION_PREFIX) or (keys is not None and key not in keys):
+            continue
+        secret = sensitive_key(key)
+        shown = None if secret else text
+        out.append(
+            DescribeResponse.DescribeConfigsResourceResult(
+                name=key,
+                value=shown,
+                read_only=True,
+                config_source=STATIC_BROKER_CONFIG,
+                is_sensitive=secret,
+                synonyms=[DescribeResponse.DescribeConfigsSynonym(name=key, value=shown, source=STATIC_BROKER_CONFIG)]
+                if synonyms
+                else [],
+                config_type=PASSWORD if secret else STRING,
+                documentation="An option of tiered storage's object store (remote.log.storage.url)." if docs else None,
             )
         )
     return ErrorCode.NONE, None, out

@@ -4,7 +4,11 @@ Timestamp -2 (EARLIEST) gives the log start offset, -1 (LATEST) the high waterma
 (isolation_level 1, read_committed: the last stable offset, below any open
 transaction), -3 (MAX_TIMESTAMP, v7+) the offset of the record with the largest
 timestamp, and t >= 0 the first offset whose timestamp is >= t (via the time index), or
--1 when none below the HW (read_committed: the LSO) is.
+-1 when none below the HW (read_committed: the LSO) is. Tiered storage (KIP-1005):
+EARLIEST is the first offset still readable, remote or local; -4 (EARLIEST_LOCAL, v8+) the
+local log start offset; -5 (LATEST_TIERED, v9+) the last offset copied to remote storage
+(-1 when none is). v10 adds the request's TimeoutMs (KIP-1075), which this broker never needs:
+it answers from what it holds, without reading remote data.
 """
 
 from __future__ import annotations
@@ -20,9 +24,9 @@ from logbroker.protocol import RESPONSES, ErrorCode
 
 API_KEY = 2
 MIN_VERSION = 1
-MAX_VERSION = 7
+MAX_VERSION = 10
 
-EARLIEST, LATEST, MAX_TIMESTAMP = -2, -1, -3
+EARLIEST, LATEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -2, -1, -3, -4, -5
 
 Response = RESPONSES[API_KEY]
 
@@ -33,7 +37,11 @@ def _lookup(part, timestamp: int, version: int, read_committed: bool) -> tuple[i
     hw = lg.last_stable_offset() if read_committed else lg.high_watermark
     epoch = part.leader_epoch
     if timestamp == EARLIEST:
+        return ErrorCode.NONE, -1, part.core.log_start_offset, epoch
+    if timestamp == EARLIEST_LOCAL and version >= 8:
         return ErrorCode.NONE, -1, lg.log_start_offset, epoch
+    if timestamp == LATEST_TIERED and version >= 9:
+        return ErrorCode.NONE, -1, lg.highest_remote_offset, epoch
     if timestamp == LATEST:
         return ErrorCode.NONE, -1, hw, epoch
     if timestamp == MAX_TIMESTAMP and version >= 7:

@@ -2,6 +2,12 @@
 client-metrics (KIP-714) and dynamic broker configs (IncrementalAlterConfigs, AlterConfigs; CreateTopics' configs are
 checked in replication_control.py) as Config records, one per key that changes.
 
+A topic's keys are checked one by one (common/config.py validate_topic_config) and then
+together (`check_topic_configs`: tiered storage's rules, Kafka's LogConfig.validate), for
+CreateTopics and (Incremental)AlterConfigs alike, against the broker defaults this node
+resolves with the image's dynamic broker configs. A change of those defaults is checked
+against the topics whose tiered-storage values it changes.
+
 Pure (see control.py).
 """
 
@@ -15,6 +21,7 @@ from logbroker.common.config import (
     DYNAMIC_BROKER_KEYS,
     GROUP_KEYS,
     TOPIC_KEYS,
+    BrokerConfig,
     ConfigError,
     validate_broker_config,
     validate_group_config,
@@ -120,6 +127,69 @@ def altered(
     return configs
 
 
+# the topic keys the checks across a topic's keys read (BrokerConfig.check_topic_configs)
+TIERED_STORAGE_TOPIC_KEYS = (
+    "remote.storage.enable",
+    "remote.log.delete.on.disable",
+    "retention.ms",
+    "retention.bytes",
+    "local.retention.ms",
+    "local.retention.bytes",
+)
+
+
+def resolved_defaults(config: BrokerConfig, broker_configs: Mapping[str, Mapping[str, str]]) -> BrokerConfig:
+    """This node's `config` with the dynamic broker configs `broker_configs` (the image's:
+    "" the cluster default, this node's id its own) instead of those it has applied: the
+    broker defaults a topic's keys resolve to, as of that image."""
+    return config.with_dynamic(dict(broker_configs.get("", {})), dict(broker_configs.get(str(config.node_id), {})))
+
+
+def check_topic_configs(
+    config: BrokerConfig,
+    image: MetadataImage,
+    name: str,
+    configs: Mapping[str, str],
+    previous: Mapping[str, str] | None = None,
+) -> None:
+    """The checks across a topic's keys (BrokerConfig.check_topic_configs) of a new topic
+    (`previous` None) or of one whose overrides were `previous`; ControllerError
+    (INVALID_CONFIG) naming the topic, keys and values."""
+    try:
+        resolved_defaults(config, image.broker_configs).check_topic_configs(name, configs, previous)
+    except ConfigError as e:
+        raise ControllerError(ErrorCode.INVALID_CONFIG, f"topic {name!r}: {e}") from None
+
+
+def check_broker_defaults(
+    config: BrokerConfig, image: MetadataImage, name: str, configs: Mapping[str, str], what: str
+) -> None:
+    """A change of the dynamic configs of broker `name` ("" the cluster default) to
+    `configs`, seen from this node: its tiered-storage defaults must hold together
+    (BrokerConfig.check_tiered_storage_defaults), and each topic whose tiered-storage values
+    change with them must pass `check_topic_configs` (e.g. the default remote.storage.enable
+    turned off under topics that rely on it). Another broker's own configs are that broker's
+    business: not checked here. ControllerError(INVALID_CONFIG) naming `what` and the key."""
+    if name not in ("", str(config.node_id)):
+        return
+    before = resolved_defaults(config, image.broker_configs)
+    after = resolved_defaults(config, {**image.broker_configs, name: dict(configs)})
+    try:
+        after.check_tiered_storage_defaults()
+    except ConfigError as e:
+        raise ControllerError(ErrorCode.INVALID_CONFIG, f"{what}: {e}") from None
+    keys = [k for k in TIERED_STORAGE_TOPIC_KEYS if before.topic_value({}, k) != after.topic_value({}, k)]
+    if not keys:
+        return
+    for topic, t in sorted(image.topics.items()):
+        if all(k in t.configs for k in keys):
+            continue  # its own overrides: the defaults do not reach it
+        try:
+            after.check_topic_configs(topic, t.configs, t.configs, before)
+        except ConfigError as e:
+            raise ControllerError(ErrorCode.INVALID_CONFIG, f"{what}: topic {topic!r}: {e}") from None
+
+
 def _config_records(resource: str, name: str, was: dict[str, str], now: dict[str, str]) -> list[bytes]:
     return [
         encode_record("Config", resource=resource, name=name, key=k, value=now.get(k))
@@ -129,6 +199,9 @@ def _config_records(resource: str, name: str, was: dict[str, str], now: dict[str
 
 
 class ConfigurationControlManager:
+    def __init__(self, config: BrokerConfig | None = None) -> None:
+        self.config = config if config is not None else BrokerConfig()  # this node's: the broker defaults
+
     def alter_topic_configs(
         self, image: MetadataImage, name: str, changes: Mapping[str, Change], replace: bool
     ) -> ControllerResult[dict[str, str]]:
@@ -138,6 +211,7 @@ class ConfigurationControlManager:
         if topic is None:
             raise ControllerError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
         configs = altered(f"topic {name!r}", topic.configs, changes, replace, TOPIC_KEYS, validate_topic_config)
+        check_topic_configs(self.config, image, name, configs, topic.configs)
         return ControllerResult(
             _config_records("topic", name, topic.configs, configs),
             configs,
@@ -166,6 +240,7 @@ class ConfigurationControlManager:
             kind="broker",
             not_list=broker_not_list,
         )
+        check_broker_defaults(self.config, image, name, configs, what)
         return ControllerResult(
             _config_records("broker", name, was, configs), configs, [(f"{what}: now {configs}", {})]
         )

@@ -98,7 +98,7 @@ class Controller:
         self.image = quorum.image
         self.replication = ReplicationControlManager(config)
         self.cluster = ClusterControlManager(self.replication)
-        self.configs = ConfigurationControlManager()
+        self.configs = ConfigurationControlManager(config)
         self.client_quotas = ClientQuotaControlManager()
         self.scram = ScramControlManager()
         self.delegation_tokens = DelegationTokenControlManager(

@@ -1,5 +1,6 @@
 """The metadata image: what the cluster knows about brokers, topics and partitions, group
-configs, users' SCRAM credentials, ACLs and client quotas.
+configs, users' SCRAM credentials, ACLs, client quotas and the segments of partitions in
+remote storage (tiered storage, KIP-405).
 
 The controller is the only writer; brokers read the current image. Every partition
 carries the fields the replicated wave needs (leader, leader epoch, replicas, ISR,
@@ -25,6 +26,9 @@ On disk (owned by `MetadataStore`):
          "acls": {id (uuid hex): {"resource_type", "resource_name", "pattern_type", "principal",
                                   "host", "operation", "permission_type"}},
          "client_quotas": [{"entity": [[type, name or null], ...], "quotas": {key: value}}]}
+    Snapshots of the metadata log (`to_json`) also hold "broker_configs", "features",
+    "voters", "delegation_tokens", ... and "remote_segments": [{"topic_id" (uuid hex),
+    "partition", "segments": [RemoteLogSegment.to_json(), ...]}], by topic id and partition.
     A single node of an earlier version wrote it whole after every change. At start such a
     node writes the image's records to its metadata log (`diff_records` from an empty
     image) and then removes the file (a crash in between: the topic ids already in the log
@@ -246,6 +250,83 @@ class DelegationToken:
         return token
 
 
+REMOTE_SEGMENT_STATES = (
+    "COPY_SEGMENT_STARTED",
+    "COPY_SEGMENT_FINISHED",
+    "DELETE_SEGMENT_STARTED",
+    "DELETE_SEGMENT_FINISHED",
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class RemoteLogSegment:
+    """One segment of a partition in remote storage (tiered storage; Kafka's
+    RemoteLogSegmentMetadata, kept in the metadata log instead of __remote_log_metadata).
+
+    `state` is one of REMOTE_SEGMENT_STATES but DELETE_SEGMENT_FINISHED (a segment whose
+    deletion finished is gone from the image); `leader_epoch`, `broker_id` and `event_ms`
+    are those of the record that set it (the leader that wrote it, in its leader epoch).
+    The offsets, inclusive at both ends, the newest timestamp, the size and the leader
+    epochs the segment covers (`segment_epochs`: (epoch, first offset) pairs, ascending)
+    are fixed when the copy starts. Frozen: images share segments."""
+
+    segment_id: uuid.UUID
+    start_offset: int
+    end_offset: int
+    state: str
+    leader_epoch: int
+    broker_id: int
+    event_ms: int
+    max_timestamp: int
+    size_bytes: int
+    segment_epochs: tuple[tuple[int, int], ...]
+    # the segment file's base offset (its objects' names, its index's offsets): the start
+    # offset, or below it when the copy took over from an earlier one part way into the file
+    base_offset: int = -1
+
+    def __post_init__(self) -> None:
+        if self.base_offset < 0:
+            object.__setattr__(self, "base_offset", self.start_offset)
+
+    def to_json(self) -> dict:
+        return {
+            "segment_id": self.segment_id.hex,
+            "start_offset": self.start_offset,
+            "end_offset": self.end_offset,
+            "state": self.state,
+            "leader_epoch": self.leader_epoch,
+            "broker_id": self.broker_id,
+            "event_ms": self.event_ms,
+            "max_timestamp": self.max_timestamp,
+            "size_bytes": self.size_bytes,
+            "segment_epochs": [list(e) for e in self.segment_epochs],
+            "base_offset": self.base_offset,
+        }
+
+    @classmethod
+    def from_json(cls, doc: dict) -> RemoteLogSegment:
+        """The inverse of `to_json`; KeyError, TypeError or ValueError for a missing or bad
+        field (fields are checked by metadata_records.py, which makes them)."""
+        return cls(
+            uuid.UUID(hex=doc["segment_id"]),
+            int(doc["start_offset"]),
+            int(doc["end_offset"]),
+            str(doc["state"]),
+            int(doc["leader_epoch"]),
+            int(doc["broker_id"]),
+            int(doc["event_ms"]),
+            int(doc["max_timestamp"]),
+            int(doc["size_bytes"]),
+            tuple((int(e), int(o)) for e, o in doc["segment_epochs"]),
+            int(doc.get("base_offset", doc["start_offset"])),
+        )
+
+
+def remote_segment_order(segment: RemoteLogSegment) -> tuple[int, uuid.UUID]:
+    """The order of a partition's remote segments in the image: start offset, then id."""
+    return segment.start_offset, segment.segment_id
+
+
 @dataclasses.dataclass
 class MetadataImage:
     cluster_id: str
@@ -280,6 +361,10 @@ class MetadataImage:
     client_metrics: dict[str, dict[str, str]] = dataclasses.field(default_factory=dict)
     # delegation tokens (KIP-48): token id -> token, until the controller removes it once expired
     delegation_tokens: dict[str, DelegationToken] = dataclasses.field(default_factory=dict)
+    # tiered storage: (topic id, partition) -> its segments in remote storage, sorted by
+    # (start_offset, segment_id); a partition with none has no entry. Tuples: a delta
+    # replaces one partition's whole (metadata_delta.py), never changes one in place.
+    remote_segments: dict[tuple[uuid.UUID, int], tuple[RemoteLogSegment, ...]] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.topics and not self.topic_ids:
@@ -292,6 +377,11 @@ class MetadataImage:
             return t
         # an image changed outside a delta (the controller's scratch copies) may lack the index
         return next((t for t in self.topics.values() if t.topic_id == topic_id), None)
+
+    def remote_segments_of(self, topic_id: uuid.UUID, partition: int) -> tuple[RemoteLogSegment, ...]:
+        """The segments of a partition in remote storage, by (start_offset, segment_id);
+        empty when it has none (or does not exist)."""
+        return self.remote_segments.get((topic_id, partition), ())
 
     def scram_credential(self, user: str, mechanism: str) -> ScramCredential | None:
         """`user`'s credential for `mechanism` ("SCRAM-SHA-256" or "SCRAM-SHA-512"), or None."""
@@ -325,6 +415,10 @@ class MetadataImage:
             "voters": {str(n): list(e) for n, e in sorted(self.voters.items())},
             "features_epoch": self.features_epoch,
             "delegation_tokens": {i: t.to_json() for i, t in sorted(self.delegation_tokens.items())},
+            "remote_segments": [
+                {"topic_id": tid.hex, "partition": p, "segments": [s.to_json() for s in segments]}
+                for (tid, p), segments in sorted(self.remote_segments.items(), key=lambda kv: (kv[0][0].hex, kv[0][1]))
+            ],
         }
 
     @classmethod
@@ -346,6 +440,13 @@ class MetadataImage:
         voters = {int(n): list(e) for n, e in doc.get("voters", {}).items()}
         client_metrics = {str(n): dict(c) for n, c in doc.get("client_metrics", {}).items()}
         tokens = {str(i): DelegationToken.from_json(t) for i, t in doc.get("delegation_tokens", {}).items()}
+        remote_segments = {
+            (uuid.UUID(hex=r["topic_id"]), int(r["partition"])): tuple(
+                sorted((RemoteLogSegment.from_json(s) for s in r["segments"]), key=remote_segment_order)
+            )
+            for r in doc.get("remote_segments", [])
+            if r["segments"]
+        }
         return cls(
             doc["cluster_id"],
             controller_id,
@@ -363,6 +464,7 @@ class MetadataImage:
             voters=voters,
             client_metrics=client_metrics,
             delegation_tokens=tokens,
+            remote_segments=remote_segments,
         )
 
 

@@ -10,9 +10,16 @@ record does not touch is shared with the base image, so applying a record costs 
 record changes, not what the cluster holds (the dicts of topics and ids are copied once per
 delta: a C-level copy of references, ~1 ms per 50,000 topics; see docs/decisions.md).
 
+Remote log segments (tiered storage) are a dict (topic id, partition) -> tuple of segments:
+the dict is copied once per delta, like the topics dict, and a record replaces its
+partition's tuple with a new one, so a RemoteLogSegment record costs O(segments of that
+partition) (find the segment, build the new tuple) and the other partitions' tuples stay
+the very objects of the base image.
+
 Listeners learn what changed from the delta (`changed_topics`, `deleted_topics`,
-`brokers_changed`, ...), so they act on those alone, and an unchanged part of the image is
-the very same object in the old and the new image (`new.acls is old.acls`).
+`brokers_changed`, `remote_segments_changed`, ...), so they act on those alone, and an
+unchanged part of the image is the very same object in the old and the new image
+(`new.acls is old.acls`).
 
     delta = MetadataDelta(image)
     for rec in records: APPLY[rec["type"]](delta, rec)    (metadata_records.py)
@@ -25,7 +32,13 @@ import copy
 import dataclasses
 import uuid
 
-from logbroker.coord.metadata.metadata import BrokerRegistration, MetadataImage, PartitionState, TopicState
+from logbroker.coord.metadata.metadata import (
+    BrokerRegistration,
+    MetadataImage,
+    PartitionState,
+    RemoteLogSegment,
+    TopicState,
+)
 
 
 class MetadataDelta:
@@ -46,6 +59,9 @@ class MetadataDelta:
         self.client_metrics_changed = False
         self.delegation_tokens_changed = False
         self.voters_changed = False
+        # (topic name, partition) whose remote segments changed; a removed topic's are not
+        # named here: `deleted_topics` and the base image have them
+        self.remote_segments_changed: set[tuple[str, int]] = set()
         self._copied: set[str] = set()  # containers of the image already copied
         self._topics_copied: set[str] = set()
         self._partitions_copied: set[tuple[str, int]] = set()
@@ -77,6 +93,15 @@ class MetadataDelta:
         self._topics_copied.discard(topic.name)
         self.changed_topics.add(topic.name)
         self.changed_partitions.pop(topic.name, None)
+        # its remote segments go with it: one lookup per partition of the topic
+        if self.image.remote_segments:
+            gone = [(topic.topic_id, p) for p in topic.partitions if (topic.topic_id, p) in self.image.remote_segments]
+            if gone:
+                segments = self._own("remote_segments")
+                for key in gone:
+                    del segments[key]
+        if self.remote_segments_changed:
+            self.remote_segments_changed = {c for c in self.remote_segments_changed if c[0] != topic.name}
         if topic.topic_id in self.base.topic_ids:
             self.deleted_topics[topic.topic_id] = self.base.topics[self.base.topic_ids[topic.topic_id]]
 
@@ -102,6 +127,16 @@ class MetadataDelta:
             self._partitions_copied.add((name, index))
         self.changed_partitions.setdefault(name, set()).add(index)
         return t.partitions[index]
+
+    def set_remote_segments(self, topic: TopicState, partition: int, segments: tuple[RemoteLogSegment, ...]) -> None:
+        """Partition `partition` of `topic` (both exist) now has these remote segments
+        (sorted by start offset and id; empty: none, its entry goes)."""
+        owned = self._own("remote_segments")
+        if segments:
+            owned[(topic.topic_id, partition)] = segments
+        else:
+            owned.pop((topic.topic_id, partition), None)
+        self.remote_segments_changed.add((topic.name, partition))
 
     def topic_configs(self, name: str) -> dict[str, str]:
         self.configs_changed.add(name)

@@ -59,10 +59,27 @@ all or nothing. JSON keeps the log readable with standard tools; records are sma
                      (UpdateRaftVoter; a voter that restarted on another address writes
                      it); the voter must be in the directory, with that directory id or
                      the zero one
+    RemoteLogSegment topic_id, partition, segment_id (uuid hex), state, leader_epoch,
+                     broker_id, event_ms, and with COPY_SEGMENT_STARTED only: start_offset,
+                     end_offset (inclusive), max_timestamp, size_bytes, segment_epochs
+                     [[epoch, start_offset], ...] (the leader epochs the segment covers,
+                     ascending)[, base_offset (its file's, <= start_offset; default the
+                     start offset)]: a segment of the partition in remote storage (tiered
+                     storage; Kafka's RemoteLogSegmentMetadata and its updates). The
+                     partition's leader writes it in its leader epoch, which must be the
+                     partition's current one (a deposed leader is fenced). States:
+                     COPY_SEGMENT_STARTED (a new segment id of the partition) ->
+                     COPY_SEGMENT_FINISHED; either -> DELETE_SEGMENT_STARTED ->
+                     DELETE_SEGMENT_FINISHED, which removes it. RemoveTopic removes the
+                     topic's. With "restore": true (diff_records only, never a leader) the
+                     record sets the segment whole, every field given, as an image holds it,
+                     with no fencing or transition rule; DELETE_SEGMENT_FINISHED then removes
+                     an existing segment.
 """
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import json
 import uuid
@@ -76,8 +93,10 @@ from logbroker.coord.metadata.metadata import (
     DelegationToken,
     MetadataImage,
     PartitionState,
+    RemoteLogSegment,
     ScramCredential,
     TopicState,
+    remote_segment_order,
 )
 from logbroker.coord.metadata.metadata_delta import MetadataDelta
 from logbroker.scram import MAX_ITERATIONS, MECHANISMS, MIN_ITERATIONS
@@ -93,6 +112,7 @@ __all__ = [
     "encode_record",
     "load_snapshot",
     "partition_record",
+    "remote_segment_record",
     "snapshot",
     "topic_records",
 ]
@@ -472,6 +492,128 @@ def _feature_level(delta: MetadataDelta, rec: dict) -> None:
         features[name] = level
 
 
+# A remote segment's states (metadata.REMOTE_SEGMENT_STATES) and the states each may follow
+COPY_SEGMENT_STARTED = "COPY_SEGMENT_STARTED"
+COPY_SEGMENT_FINISHED = "COPY_SEGMENT_FINISHED"
+DELETE_SEGMENT_STARTED = "DELETE_SEGMENT_STARTED"
+DELETE_SEGMENT_FINISHED = "DELETE_SEGMENT_FINISHED"
+_SEGMENT_STATE_FROM = {
+    COPY_SEGMENT_STARTED: (),  # a new segment
+    COPY_SEGMENT_FINISHED: (COPY_SEGMENT_STARTED,),
+    DELETE_SEGMENT_STARTED: (COPY_SEGMENT_STARTED, COPY_SEGMENT_FINISHED),
+    DELETE_SEGMENT_FINISHED: (DELETE_SEGMENT_STARTED,),
+}
+# what COPY_SEGMENT_STARTED fixes for the segment's life, carried by it alone
+_SEGMENT_COPY_FIELDS = ("start_offset", "end_offset", "max_timestamp", "size_bytes", "segment_epochs", "base_offset")
+
+
+def _integer(where: str, name: str, value: Any) -> int:
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise MetadataRecordError(f"{where}: {name} {value!r} is not an integer")
+    return value
+
+
+def _copied_segment(
+    where: str, rec: dict, segment_id: uuid.UUID, state: str, leader_epoch: int, broker_id: int, event_ms: int
+) -> RemoteLogSegment:
+    """The segment a COPY_SEGMENT_STARTED (or restoring) record describes, its fields checked."""
+    start, end = _integer(where, "start_offset", rec["start_offset"]), _integer(where, "end_offset", rec["end_offset"])
+    max_timestamp = _integer(where, "max_timestamp", rec["max_timestamp"])
+    size = _integer(where, "size_bytes", rec["size_bytes"])
+    if not 0 <= start <= end:
+        raise MetadataRecordError(f"{where}: offsets {start}..{end} are not 0 <= start_offset <= end_offset")
+    if size < 0:
+        raise MetadataRecordError(f"{where}: size_bytes {size} is negative")
+    base = _integer(where, "base_offset", rec.get("base_offset", start))
+    if not 0 <= base <= start:
+        raise MetadataRecordError(f"{where}: base_offset {base} is not 0 <= base_offset <= start_offset {start}")
+    raw = rec["segment_epochs"]
+    if not isinstance(raw, list) or not raw or not all(isinstance(e, list) and len(e) == 2 for e in raw):
+        raise MetadataRecordError(
+            f"{where}: segment_epochs {str(raw)[:80]} is not a non-empty [[epoch, start_offset], ...]"
+        )
+    epochs = tuple((_integer(where, "an epoch", e), _integer(where, "an epoch's start offset", o)) for e, o in raw)
+    for (e0, o0), (e1, o1) in zip(epochs, epochs[1:]):
+        if not (e0 < e1 and o0 <= o1):
+            raise MetadataRecordError(
+                f"{where}: segment_epochs {list(map(list, epochs))} must rise in epoch and start offset"
+            )
+    if epochs[0][0] < 0 or epochs[-1][1] > end:
+        raise MetadataRecordError(
+            f"{where}: segment_epochs {list(map(list, epochs))} must have epochs >= 0 starting at or before "
+            f"end_offset {end}"
+        )
+    return RemoteLogSegment(
+        segment_id, start, end, state, leader_epoch, broker_id, event_ms, max_timestamp, size, epochs, base
+    )
+
+
+def _remote_log_segment(delta: MetadataDelta, rec: dict) -> None:
+    t = _topic(delta, rec)
+    p = _integer(f"RemoteLogSegment record for topic {t.name}", "partition", rec["partition"])
+    ps = t.partitions.get(p)
+    if ps is None:
+        raise MetadataRecordError(f"RemoteLogSegment record for {t.name}-{p}, which does not exist")
+    try:
+        segment_id = uuid.UUID(hex=rec["segment_id"])
+    except (TypeError, ValueError, AttributeError):
+        raise MetadataRecordError(
+            f"RemoteLogSegment record for {t.name}-{p}: segment id {rec['segment_id']!r} is not a uuid in hex"
+        ) from None
+    where = f"RemoteLogSegment {segment_id} of {t.name}-{p}"
+    state = rec["state"]
+    if state not in _SEGMENT_STATE_FROM:
+        raise MetadataRecordError(f"{where}: state {state!r} is not one of {', '.join(_SEGMENT_STATE_FROM)}")
+    leader_epoch = _integer(where, "leader_epoch", rec["leader_epoch"])
+    broker_id = _integer(where, "broker_id", rec["broker_id"])
+    event_ms = _integer(where, "event_ms", rec["event_ms"])
+    segments = delta.image.remote_segments_of(t.topic_id, p)
+    index = next((i for i, s in enumerate(segments) if s.segment_id == segment_id), None)
+    current = None if index is None else segments[index]
+    segment: RemoteLogSegment | None
+    if rec.get("restore") is True:  # diff_records: the segment as an image holds it
+        if state == DELETE_SEGMENT_FINISHED and current is None:
+            raise MetadataRecordError(f"{where}: restoring its removal, but the partition has no such segment")
+        segment = (
+            None
+            if state == DELETE_SEGMENT_FINISHED
+            else _copied_segment(where, rec, segment_id, state, leader_epoch, broker_id, event_ms)
+        )
+    else:
+        if leader_epoch != ps.leader_epoch:
+            raise MetadataRecordError(
+                f"{where}: {state} in leader epoch {leader_epoch}, but the partition's leader epoch is "
+                f"{ps.leader_epoch} (a deposed leader cannot write)"
+            )
+        if state == COPY_SEGMENT_STARTED:
+            if current is not None:
+                raise MetadataRecordError(f"{where}: COPY_SEGMENT_STARTED, but the segment exists ({current.state})")
+            segment = _copied_segment(where, rec, segment_id, state, leader_epoch, broker_id, event_ms)
+        else:
+            carried = [f for f in _SEGMENT_COPY_FIELDS if f in rec]
+            if carried:
+                raise MetadataRecordError(
+                    f"{where}: {state} carries {', '.join(carried)}, fixed by COPY_SEGMENT_STARTED"
+                )
+            if current is None or current.state not in _SEGMENT_STATE_FROM[state]:
+                raise MetadataRecordError(
+                    f"{where}: {state} from {current.state if current else 'no such segment'}; only from "
+                    f"{' or '.join(_SEGMENT_STATE_FROM[state])}"
+                )
+            segment = (
+                None
+                if state == DELETE_SEGMENT_FINISHED
+                else dataclasses.replace(
+                    current, state=state, leader_epoch=leader_epoch, broker_id=broker_id, event_ms=event_ms
+                )
+            )
+    rest = segments if index is None else segments[:index] + segments[index + 1 :]
+    if segment is not None:
+        at = bisect.bisect_right(rest, remote_segment_order(segment), key=remote_segment_order)
+        rest = rest[:at] + (segment,) + rest[at:]
+    delta.set_remote_segments(t, p, rest)
+
+
 _APPLY = {
     "RegisterBroker": _register_broker,
     "FenceBroker": _fence_broker,
@@ -494,7 +636,47 @@ _APPLY = {
     "RegisterController": _register_controller,
     "Voters": _voters,
     "VoterEndpoint": _voter_endpoint,
+    "RemoteLogSegment": _remote_log_segment,
 }
+
+
+def remote_segment_record(
+    topic_id: uuid.UUID | str,
+    partition: int,
+    segment_id: uuid.UUID | str,
+    state: str,
+    leader_epoch: int,
+    broker_id: int,
+    event_ms: int,
+    **copy_fields: Any,
+) -> bytes:
+    """A RemoteLogSegment record (ids as UUIDs or hex). `copy_fields` go with
+    COPY_SEGMENT_STARTED alone: start_offset, end_offset (inclusive), max_timestamp,
+    size_bytes, segment_epochs [(epoch, start_offset), ...], base_offset. `leader_epoch` is the writer's
+    leader epoch of the partition: the record is refused unless it is still the current one."""
+    unknown = sorted(set(copy_fields) - set(_SEGMENT_COPY_FIELDS))
+    if unknown:
+        raise TypeError(f"remote_segment_record: unknown fields {unknown} (known: {', '.join(_SEGMENT_COPY_FIELDS)})")
+    if "segment_epochs" in copy_fields:
+        copy_fields["segment_epochs"] = [[e, o] for e, o in copy_fields["segment_epochs"]]
+    return encode_record(
+        "RemoteLogSegment",
+        topic_id=topic_id.hex if isinstance(topic_id, uuid.UUID) else topic_id,
+        partition=partition,
+        segment_id=segment_id.hex if isinstance(segment_id, uuid.UUID) else segment_id,
+        state=state,
+        leader_epoch=leader_epoch,
+        broker_id=broker_id,
+        event_ms=event_ms,
+        **copy_fields,
+    )
+
+
+def _restore_segment_record(topic_id: uuid.UUID, partition: int, segment: RemoteLogSegment, state: str) -> bytes:
+    """diff_records' RemoteLogSegment: `segment` set whole (DELETE_SEGMENT_FINISHED: removed)."""
+    doc = segment.to_json()
+    doc["state"] = state
+    return encode_record("RemoteLogSegment", topic_id=topic_id.hex, partition=partition, restore=True, **doc)
 
 
 def voters_record(voters: dict[int, list]) -> bytes:
@@ -599,6 +781,18 @@ def diff_records(old: MetadataImage, new: MetadataImage) -> list[bytes]:
                 f"topic {t.name!r}: partitions {sorted(set(old_parts) - set(t.partitions))} "
                 "cannot be removed (Kafka never shrinks a topic)"
             )
+    # remote segments, once every partition exists (those of removed topics went with them)
+    for key in sorted(set(old.remote_segments) | set(new.remote_segments), key=lambda k: (k[0].hex, k[1])):
+        tid, p = key
+        if tid not in new_ids:
+            continue
+        was_s = {s.segment_id: s for s in old.remote_segments.get(key, ())}
+        now_s = {s.segment_id: s for s in new.remote_segments.get(key, ())}
+        for sid in sorted(set(was_s) - set(now_s)):
+            out.append(_restore_segment_record(tid, p, was_s[sid], DELETE_SEGMENT_FINISHED))
+        for segment in new.remote_segments.get(key, ()):
+            if was_s.get(segment.segment_id) != segment:
+                out.append(_restore_segment_record(tid, p, segment, segment.state))
     if new.next_producer_id != old.next_producer_id:
         out.append(encode_record("ProducerIds", next_producer_id=new.next_producer_id))
     for resource, old_owners, new_owners in (

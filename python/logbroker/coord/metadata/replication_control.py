@@ -19,6 +19,7 @@ import uuid
 from logbroker.common.config import BrokerConfig, ConfigError, validate_topic_config
 from logbroker.common.directory_id import random_uuid
 from logbroker.coord.metadata import elections, reassignment
+from logbroker.coord.metadata.config_control import check_topic_configs
 from logbroker.coord.metadata.control import ControllerError, ControllerResult, IsrChange, partition_change_record
 from logbroker.coord.metadata.metadata import MetadataImage, PartitionState, TopicState, topic_name_error
 from logbroker.coord.metadata.metadata_records import encode_record, partition_record, topic_records
@@ -168,6 +169,7 @@ class ReplicationControlManager:
             checked = validate_topic_config(configs)
         except ConfigError as e:
             raise ControllerError(ErrorCode.INVALID_CONFIG, f"topic {name!r}: {e}") from None
+        check_topic_configs(self.config, image, name, checked)
         if not assignments:
             self._assign(image, self.placement_order(image), 0, replication_factor)  # INVALID_REPLICATION_FACTOR early
         return num_partitions, replication_factor, checked

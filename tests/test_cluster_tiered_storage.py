@@ -1,0 +1,65 @@
+"""Tiered storage in a three-node cluster (RF 3): only the leader copies, every replica
+deletes locally what is copied, a new leader after a SIGKILL goes on copying after the
+last copy (no gap, nothing copied twice), and a replica that lost its data catches up
+from the leader's local part only (OFFSET_MOVED_TO_TIERED_STORAGE), back in the ISR."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from test_tiered_storage import FAST, TIERED, offsets, produce_model, read_all, wait_for
+
+import logbroker
+from logbroker import Admin, NewTopic
+
+
+def describe(bs: str, topic: str):
+    with Admin(bs) as admin:
+        return admin.describe_topics([topic])[topic].partitions[0]
+
+
+def local_logs(node, topic: str) -> list[int]:
+    return sorted(int(p.stem) for p in (node.data_dir / f"{topic}-0").glob("*.log"))
+
+
+@pytest.mark.timeout(300)
+def test_leader_copies_failover_goes_on_and_an_emptied_replica_catches_up(tmp_path: Path) -> None:
+    remote = tmp_path / "remote"
+    config = {"remote.log.storage.system.enable": "true", "remote.log.storage.url": remote.as_uri(), **FAST}
+    with logbroker.Cluster(3, data_dir=tmp_path / "c", config=config) as cluster:
+        bs = cluster.bootstrap_servers
+        with Admin(bs) as admin:
+            admin.create_topics([NewTopic("ct", 1, 3, {**TIERED, "min.insync.replicas": "2"})])
+        model = produce_model(bs, "ct", 1, 300, acks="all")
+        leader = describe(bs, "ct").leader
+        # every replica keeps only its active segment: the rest is copied, by the leader alone
+        for node in cluster.nodes:
+            wait_for(lambda node=node: len(local_logs(node, "ct")) == 1, what=f"node {node.node_id} tiered down")
+        copies = {n.node_id: n.log_text().count("tiered storage: copied ct-0") for n in cluster.nodes}
+        assert copies[leader] > 0 and sum(copies.values()) == copies[leader], copies
+        copied_before = offsets(bs, "ct", 0, "latest_tiered")
+
+        cluster.node(leader).kill()
+        survivor = next(n for n in cluster.nodes if n.node_id != leader)
+        sbs = survivor.bootstrap_servers
+        wait_for(lambda: describe(sbs, "ct").leader not in (leader, -1), what="a new leader")
+        more = produce_model(sbs, "ct", 1, 300, acks="all")
+        model.update(more)
+        last = max(o for _, o in more)
+        wait_for(lambda: offsets(sbs, "ct", 0, "latest_tiered") > last - 60, what="copies by the new leader")
+        new_leader = describe(sbs, "ct").leader
+        assert cluster.node(new_leader).log_text().count("tiered storage: copied ct-0") > 0
+        assert offsets(sbs, "ct", 0, "latest_tiered") > copied_before
+        # no offset is served twice and none is missing, across both leaders' copies
+        assert read_all(sbs, "ct", 1, model) == model
+
+        # the old leader comes back with its replica's data gone
+        shutil.rmtree(cluster.node(leader).data_dir / "ct-0")
+        cluster.node(leader).start()
+        wait_for(lambda: leader in describe(sbs, "ct").isr, what="the emptied replica back in the ISR")
+        logs = local_logs(cluster.node(leader), "ct")
+        assert logs and logs[0] > copied_before, f"it copied only the part not in remote storage: {logs}"
+        assert "moved to tiered storage" in cluster.node(leader).log_text()
+        assert read_all(cluster.node(leader).bootstrap_servers, "ct", 1, model) == model

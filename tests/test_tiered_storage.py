@@ -1,0 +1,205 @@
+"""Tiered storage (KIP-405) on one broker, with the built-in object store: rolled segments
+are copied (a local directory, and an S3-compatible server on loopback), the local log
+keeps only `local.retention.bytes`, and consumers still read every record from offset 0,
+as produced (keys, values, headers, timestamps, transactions), checked against a model."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import logbroker
+from logbroker import Admin, NewTopic, Producer, TopicPartition
+from logbroker.coord.metadata.metadata_records import MetadataRecordError  # noqa: F401  (records exist)
+
+FAST = {
+    "remote.log.manager.task.interval.ms": "200",
+    "log.retention.check.interval.ms": "200",
+}
+# retention.ms -1: the records carry 2023 timestamps, which 7 days of retention would expire
+TIERED = {"remote.storage.enable": "true", "segment.bytes": "4096", "local.retention.bytes": "1", "retention.ms": "-1"}
+
+
+def wait_for(cond, timeout: float = 60.0, what: str = "condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        v = cond()
+        if v:
+            return v
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def broker(tmp_path: Path, url: str | None = None, **extra: str) -> logbroker.Broker:
+    cfg = {
+        "remote.log.storage.system.enable": "true",
+        "remote.log.storage.url": url or (tmp_path / "remote").as_uri(),
+        **FAST,
+        **extra,
+    }
+    return logbroker.Broker(data_dir=tmp_path / "d", config=cfg)
+
+
+def produce_model(
+    bootstrap: str, topic: str, partitions: int, n: int, *, aborted_every: int = 0, acks: str = "1"
+) -> dict:
+    """n committed records (keys, headers, explicit timestamps), round-robin; an aborted
+    transaction of 5 records every `aborted_every`. Returns (partition, offset) -> record."""
+    model: dict[tuple[int, int], tuple] = {}
+    with Producer(bootstrap, linger_ms=0, acks=acks) as plain:
+        for i in range(n):
+            key, value = f"k{i}".encode(), (f"value-{i}-" + "x" * 60).encode()
+            headers = [("h", f"{i}".encode())] if i % 3 == 0 else []
+            ts = 1_700_000_000_000 + i
+            md = plain.send(topic, value, key=key, partition=i % partitions, headers=headers, timestamp=ts).result(10)
+            model[(md.partition, md.offset)] = (key, value, headers, ts)
+    if aborted_every:
+        with Producer(bootstrap, transactional_id=f"tier-abort-{topic}") as txn:
+            txn.init_transactions(10)
+            for j in range(n // aborted_every):
+                txn.begin_transaction()
+                for k in range(5):
+                    txn.send(topic, b"aborted", key=f"a{j}-{k}".encode(), partition=k % partitions)
+                txn.flush(10)
+                txn.abort_transaction(10)
+    return model
+
+
+def offsets(bootstrap: str, topic: str, partition: int, spec: str) -> int:
+    with Admin(bootstrap) as admin:
+        return admin.list_offsets({(topic, partition): spec})[TopicPartition(topic, partition)][0]
+
+
+def read_all(bootstrap: str, topic: str, partitions: int, model: dict, **config) -> dict:
+    """Every record from offset 0 up to the model's last offsets (read_committed)."""
+    seen: dict[tuple[int, int], tuple] = {}
+    end = {p: max(o for (q, o) in model if q == p) for p in range(partitions)}
+    with logbroker.Consumer(bootstrap, auto_offset_reset="earliest", isolation_level="read_committed", **config) as c:
+        c.assign([TopicPartition(topic, p) for p in range(partitions)])
+        deadline = time.monotonic() + 60
+        while any(max([o for (q, o) in seen if q == p], default=-1) < end[p] for p in range(partitions)):
+            assert time.monotonic() < deadline, f"read {len(seen)} of {len(model)} records"
+            for r in c.poll(1.0):
+                assert (r.partition, r.offset) not in seen, f"offset {r.offset} of partition {r.partition} read twice"
+                seen[(r.partition, r.offset)] = (r.key, r.value, [(k, v) for k, v in r.headers], r.timestamp)
+    return seen
+
+
+def tiered_down(bootstrap: str, topic: str, partition: int, data_dir: Path) -> int:
+    """Waits until the local log keeps only its active segment (the rest copied, then
+    deleted locally); returns the local log start offset."""
+
+    def settled():
+        logs = list((data_dir / f"{topic}-{partition}").glob("*.log"))
+        if len(logs) != 1:
+            return None
+        local = offsets(bootstrap, topic, partition, "earliest_local")
+        return (local,) if local == int(logs[0].stem) and local > 0 else None
+
+    return wait_for(settled, what=f"{topic}-{partition} tiered down to its active segment")[0]
+
+
+def test_consumers_read_from_offset_zero_after_local_deletion(tmp_path: Path) -> None:
+    with broker(tmp_path) as b:
+        with Admin(b.bootstrap_servers) as admin:
+            admin.create_topics([NewTopic("tier", 2, 1, dict(TIERED))])
+        model = produce_model(b.bootstrap_servers, "tier", 2, 400, aborted_every=80)
+        locals_ = [tiered_down(b.bootstrap_servers, "tier", p, tmp_path / "d") for p in (0, 1)]
+        for p in (0, 1):
+            # KIP-1005: earliest is the first tiered offset; earliest-local the local log
+            # start; latest-tiered the last copied offset, just below the local part
+            assert offsets(b.bootstrap_servers, "tier", p, "earliest") == 0
+            assert offsets(b.bootstrap_servers, "tier", p, "latest_tiered") == locals_[p] - 1
+        # objects under <topic>-<topic id>/<partition>/, six per segment
+        objects = [q for q in (tmp_path / "remote").rglob("*") if q.is_file()]
+        suffixes = {q.name.split(".", 1)[1] for q in objects}
+        assert suffixes == {"log", "index", "timeindex", "txnindex", "snapshot", "leader-epoch-checkpoint"}
+        seen = read_all(b.bootstrap_servers, "tier", 2, model)
+        assert seen == model, "read_committed from offset 0: every committed record as produced, no aborted one"
+        # a second read is served from the cache
+        assert read_all(b.bootstrap_servers, "tier", 2, model) == model
+
+
+def test_restart_keeps_reading_remote(tmp_path: Path) -> None:
+    """After a restart the copies are known from the metadata log alone (nothing remote is
+    read to start), retention goes on, and reads from 0 still work."""
+    with broker(tmp_path) as b:
+        with Admin(b.bootstrap_servers) as admin:
+            admin.create_topics([NewTopic("rs", 1, 1, dict(TIERED))])
+        model = produce_model(b.bootstrap_servers, "rs", 1, 200)
+        tiered_down(b.bootstrap_servers, "rs", 0, tmp_path / "d")
+    with broker(tmp_path) as b:
+        assert offsets(b.bootstrap_servers, "rs", 0, "earliest") == 0
+        assert read_all(b.bootstrap_servers, "rs", 1, model) == model
+        more = produce_model(b.bootstrap_servers, "rs", 1, 100)
+        assert read_all(b.bootstrap_servers, "rs", 1, {**model, **more}) == {**model, **more}
+
+
+def test_corrupt_remote_object_is_an_error_not_wrong_bytes(tmp_path: Path, caplog) -> None:
+    """A flipped byte in a copied segment: the Fetch gets KAFKA_STORAGE_ERROR (retriable:
+    the consumer retries and gets nothing), the broker logs the object key, partition and
+    offset, and goes on serving."""
+    with broker(tmp_path) as b:
+        with Admin(b.bootstrap_servers) as admin:
+            admin.create_topics([NewTopic("bad", 1, 1, dict(TIERED))])
+        model = produce_model(b.bootstrap_servers, "bad", 1, 200)
+        local = tiered_down(b.bootstrap_servers, "bad", 0, tmp_path / "d")
+        first = sorted((tmp_path / "remote").rglob("00000000000000000000-*.log"))[0]
+        data = bytearray(first.read_bytes())
+        data[100] ^= 0xFF  # a flipped byte inside the first batch
+        first.write_bytes(bytes(data))
+        with logbroker.Consumer(b.bootstrap_servers, auto_offset_reset="earliest") as c:
+            c.assign([TopicPartition("bad", 0)])
+            deadline = time.monotonic() + 5
+            while time.monotonic() < deadline:
+                assert not c.poll(0.5), "corrupt remote bytes were served"
+        errors = [r.getMessage() for r in caplog.records if "remote storage" in r.getMessage()]
+        assert any("bad-0" in m and "CRC-32C mismatch" in m and first.name in m and "offset 0" in m for m in errors), (
+            errors
+        )
+        # the broker goes on serving what is intact: the local part
+        with logbroker.Consumer(b.bootstrap_servers) as c:
+            c.assign([TopicPartition("bad", 0)])
+            c.seek(TopicPartition("bad", 0), local)
+            got = []
+            deadline = time.monotonic() + 20
+            while len(got) < len([k for k in model if k[1] >= local]) and time.monotonic() < deadline:
+                got += c.poll(0.5)
+            assert [r.offset for r in got] == sorted(o for (_, o) in model if o >= local)
+
+
+def test_s3_compatible_store(tmp_path: Path) -> None:
+    """s3:// through moto's server on loopback, credentials as rsm.config.* keys, which
+    DescribeConfigs does not show."""
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    try:
+        host, port = server.get_host_and_port()
+        import boto3
+
+        boto3.client(
+            "s3",
+            endpoint_url=f"http://{host}:{port}",
+            aws_access_key_id="test",
+            aws_secret_access_key="test",
+            region_name="us-east-1",
+        ).create_bucket(Bucket="tier")
+        keys = {
+            "rsm.config.aws_endpoint": f"http://{host}:{port}",
+            "rsm.config.aws_access_key_id": "test",
+            "rsm.config.aws_secret_access_key": "test",
+            "rsm.config.aws_region": "us-east-1",
+            "rsm.config.aws_allow_http": "true",
+        }
+        with broker(tmp_path, "s3://tier/logs", **keys) as b:
+            with Admin(b.bootstrap_servers) as admin:
+                admin.create_topics([NewTopic("s3t", 1, 1, dict(TIERED))])
+                shown = admin.describe_configs([("broker", "1")])[("broker", "1")]
+                assert shown.get("rsm.config.aws_secret_access_key") is None
+            model = produce_model(b.bootstrap_servers, "s3t", 1, 200)
+            tiered_down(b.bootstrap_servers, "s3t", 0, tmp_path / "d")
+            assert read_all(b.bootstrap_servers, "s3t", 1, model) == model
+    finally:
+        server.stop()
