@@ -203,3 +203,108 @@ def test_s3_compatible_store(tmp_path: Path) -> None:
             assert read_all(b.bootstrap_servers, "s3t", 1, model) == model
     finally:
         server.stop()
+
+
+def test_enabling_on_an_existing_topic_tiers_its_segments_and_metrics_show_it(tmp_path: Path) -> None:
+    """remote.storage.enable turned on later: the topic's rolled segments are copied too;
+    /metrics has the copy and fetch totals and the per-partition remote size and lag."""
+    from test_metrics import scrape, value
+
+    with broker(tmp_path, **{"metrics.listen": "127.0.0.1:0"}) as b:
+        bs = b.bootstrap_servers
+        with Admin(bs) as admin:
+            admin.create_topics([NewTopic("later", 1, 1, {"segment.bytes": "4096", "retention.ms": "-1"})])
+            model = produce_model(bs, "later", 1, 200)
+            assert offsets(bs, "later", 0, "latest_tiered") == -1
+            admin.alter_configs({("topic", "later"): {"remote.storage.enable": "true", "local.retention.bytes": "1"}})
+        tiered_down(bs, "later", 0, tmp_path / "d")
+        assert read_all(bs, "later", 1, model) == model
+        m = scrape(b.metrics_url)
+        assert value(m, "kafka_server_brokertopicmetrics_remotecopybytespersec_total") > 0
+        assert value(m, "kafka_server_brokertopicmetrics_remotefetchbytespersec_total") > 0
+        assert value(m, "kafka_server_brokertopicmetrics_remotefetcherrorspersec_total") == 0
+        copied = sum(f.stat().st_size for f in (tmp_path / "remote").rglob("*.log"))
+        assert value(m, "kafka_server_brokertopicmetrics_remotelogsizebytes", topic="later", partition=0) == copied
+        assert value(m, "kafka_server_brokertopicmetrics_remotecopylagsegments", topic="later", partition=0) == 0
+
+
+def test_topic_deletion_and_disabling_delete_the_copies(tmp_path: Path) -> None:
+    """Deleting a tiered topic deletes its objects; remote.storage.enable=false with
+    remote.log.delete.on.disable=true (KIP-950) deletes the copies and their metadata."""
+    with broker(tmp_path) as b:
+        bs = b.bootstrap_servers
+        with Admin(bs) as admin:
+            admin.create_topics([NewTopic("gone", 1, 1, dict(TIERED)), NewTopic("off", 1, 1, dict(TIERED))])
+        produce_model(bs, "gone", 1, 150)
+        model = produce_model(bs, "off", 1, 150)
+        for t in ("gone", "off"):
+            tiered_down(bs, t, 0, tmp_path / "d")
+
+        def objects(topic: str) -> list[Path]:
+            return [q for q in (tmp_path / "remote").glob(f"{topic}-*/**/*") if q.is_file()]
+
+        assert objects("gone") and objects("off")
+        with Admin(bs) as admin:
+            admin.delete_topics(["gone"])
+            admin.alter_configs(
+                {("topic", "off"): {"remote.storage.enable": "false", "remote.log.delete.on.disable": "true"}}
+            )
+        wait_for(lambda: not objects("gone"), what="the deleted topic's objects gone")
+        wait_for(lambda: not objects("off"), what="the copies of the topic that turned tiering off gone")
+        assert offsets(bs, "off", 0, "latest_tiered") == -1
+        start = offsets(bs, "off", 0, "earliest")
+        assert start > 0, "what was only remote is gone with the copies"
+        assert offsets(bs, "off", 0, "latest") == max(o for _, o in model) + 1
+
+
+def test_object_store_outage_delays_copies_not_producers(tmp_path: Path) -> None:
+    """The S3 server goes away while records are produced: producers are unaffected,
+    local retention deletes nothing that is not copied, and once the store is back
+    everything is copied and readable from offset 0."""
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    import boto3
+
+    boto3.client(
+        "s3",
+        endpoint_url=f"http://{host}:{port}",
+        aws_access_key_id="test",
+        aws_secret_access_key="test",
+        region_name="us-east-1",
+    ).create_bucket(Bucket="out")
+    keys = {
+        "rsm.config.aws_endpoint": f"http://{host}:{port}",
+        "rsm.config.aws_access_key_id": "test",
+        "rsm.config.aws_secret_access_key": "test",
+        "rsm.config.aws_region": "us-east-1",
+        "rsm.config.aws_allow_http": "true",
+        "rsm.config.aws_retry_timeout": "1s",
+    }
+    try:
+        with broker(tmp_path, "s3://out/t", **keys) as b:
+            bs = b.bootstrap_servers
+            with Admin(bs) as admin:
+                admin.create_topics([NewTopic("o", 1, 1, dict(TIERED))])
+            model = produce_model(bs, "o", 1, 100)
+            tiered_down(bs, "o", 0, tmp_path / "d")
+            copied = offsets(bs, "o", 0, "latest_tiered")
+            server.stop()
+            t0 = time.monotonic()
+            model.update(produce_model(bs, "o", 1, 200))
+            assert time.monotonic() - t0 < 30, "producers wait for nothing remote"
+            time.sleep(2)
+            assert offsets(bs, "o", 0, "latest_tiered") == copied, "nothing copied while the store is down"
+            assert offsets(bs, "o", 0, "earliest_local") <= copied + 1, "nothing deleted locally that is not copied"
+            server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+            server.start()
+            wait_for(
+                lambda: offsets(bs, "o", 0, "latest_tiered") > max(o for _, o in model) - 60,
+                timeout=120,
+                what="copies after the store came back",
+            )
+            assert read_all(bs, "o", 1, model) == model
+    finally:
+        server.stop()

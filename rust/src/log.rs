@@ -1326,16 +1326,16 @@ impl Log {
         self.lock().highest_remote_offset
     }
 
-    /// Base offsets of the segments tiered storage may copy now: rolled (not the active
+    /// (base offset, bytes) of the segments tiered storage may copy now: rolled (not the active
     /// one), ending at or after `from` (the first offset not yet copied) and entirely
     /// below the last stable offset, oldest first.
-    pub fn upload_candidates(&self, from: i64) -> Result<Vec<i64>> {
+    pub fn upload_candidates(&self, from: i64) -> Result<Vec<(i64, u64)>> {
         let g = self.lock_open()?;
         let lso = g.producers.first_unstable_offset().unwrap_or(i64::MAX).min(g.high_watermark);
         Ok(g.segments
             .windows(2)
             .filter(|w| w[1].base_offset > from && w[1].base_offset <= lso && w[0].size > 0)
-            .map(|w| w[0].base_offset)
+            .map(|w| (w[0].base_offset, w[0].size))
             .collect())
     }
 

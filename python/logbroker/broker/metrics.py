@@ -110,6 +110,7 @@ class MetricsServer:
         self._quotas(out, b.partition_table)
         if b.replicas is not None:
             self._replication(out, b.replicas)
+            self._remote(out, b.replicas)
         if b.controller is not None:
             self._controller(out, b.controller)
         if b.groups is not None and b.controller is not None and b.replicas is not None:
@@ -248,6 +249,56 @@ class MetricsServer:
             "ISR expansions this broker had committed as a leader.",
             replication.isr_expands,
         )
+
+    @staticmethod
+    def _remote(out: Exposition, replicas) -> None:
+        """Tiered storage (Kafka's remote-storage metrics of BrokerTopicMetrics): copy and
+        fetch totals of this broker, and per partition led here the copy lag and the bytes
+        and segments in remote storage; the reader's caches."""
+        rlm = replicas.remote
+        if rlm.storage is None:
+            return
+        st = rlm.stats()
+        for name, key, what in (
+            ("remotecopybytespersec", "copy_bytes", "Bytes copied to remote storage."),
+            ("remotecopyrequestspersec", "copy_segments", "Segments copied to remote storage."),
+            ("remotecopyerrorspersec", "copy_errors", "Segment copies that failed."),
+            ("remotefetchbytespersec", "fetch_bytes", "Bytes served to consumers from remote storage."),
+            ("remotefetchrequestspersec", "fetch_requests", "Partition reads served from remote storage."),
+            ("remotefetcherrorspersec", "fetch_errors", "Partition reads from remote storage that failed."),
+        ):
+            out.one(f"kafka_server_brokertopicmetrics_{name}_total", "counter", what, st[key])
+        for kind in ("chunk", "index"):
+            out.one(
+                f"logbroker_remote_{kind}_cache_bytes",
+                "gauge",
+                f"Bytes in the remote reader's {kind} cache.",
+                st[f"{kind}_cache_bytes"],
+            )
+        out.one(
+            "logbroker_remote_cache_hits_total", "counter", "Remote reads served from the caches.", st["cache_hits"]
+        )
+        out.one("logbroker_remote_cache_misses_total", "counter", "Remote reads that had to GET.", st["cache_misses"])
+        rows = [
+            (p, rlm.lag.get((p.topic, p.index), (0, 0)), rlm.remote_size(p))
+            for p in list(replicas.partitions.values())
+            if p.is_leader and not p.deleted and rlm.tiered(p.topic)
+        ]
+        for name, what, value in (
+            ("remotecopylagbytes", "Bytes rolled below the last stable offset and not yet copied.", lambda r: r[1][0]),
+            (
+                "remotecopylagsegments",
+                "Segments rolled below the last stable offset and not yet copied.",
+                lambda r: r[1][1],
+            ),
+            ("remotelogsizebytes", "Bytes of this partition in remote storage.", lambda r: r[2][0]),
+            ("remotelogmetadatacount", "Segments of this partition in remote storage.", lambda r: r[2][1]),
+        ):
+            out.family(f"kafka_server_brokertopicmetrics_{name}", "gauge", what)
+            for r in rows:
+                out.sample(
+                    f"kafka_server_brokertopicmetrics_{name}", value(r), {"topic": r[0].topic, "partition": r[0].index}
+                )
 
     @staticmethod
     def _controller(out: Exposition, controller) -> None:

@@ -60,6 +60,25 @@ def stem(topic: str, topic_id: uuid.UUID, partition: int, base_offset: int, segm
     return f"{partition_dir(topic, topic_id, partition)}/{base_offset:020d}-{segment_id.hex}"
 
 
+class ByteRate:
+    """A byte-rate limit (remote.log.manager.copy.max.bytes.per.second): `take(n)` returns
+    once n more bytes fit the rate since the limiter was last idle (a leaky bucket: bursts
+    of one segment, then the rate)."""
+
+    def __init__(self, per_second: int) -> None:
+        self.per_second = per_second
+        self._free_at = 0.0
+
+    async def take(self, n: int) -> None:
+        if self.per_second >= 2**62:
+            return
+        now = time.monotonic()
+        start = max(now, self._free_at)
+        self._free_at = start + n / self.per_second
+        if start > now:
+            await trio.sleep(start - now)
+
+
 class RemoteLogManager:
     def __init__(self, config, replicas) -> None:
         self.config = config
@@ -68,6 +87,13 @@ class RemoteLogManager:
         self.storage: _core.RemoteStorage | None = None
         self.quorum = None  # the metadata log (set by the broker service)
         self._backoff: dict[tuple[str, int], tuple[float, float]] = {}  # key -> (retry at, delay)
+        # (bytes, segments) rolled below the LSO and not copied yet, per partition led here
+        # (Kafka's RemoteCopyLagBytes / RemoteCopyLagSegments), as of the last pass
+        self.lag: dict[tuple[str, int], tuple[int, int]] = {}
+        # partition directories in the store to delete (their topic deleted), by the broker
+        # that led the partition
+        self.dropped: set[str] = set()
+        self.copy_quota = ByteRate(config.get_int("remote.log.manager.copy.max.bytes.per.second"))
         if self.enabled:
             try:
                 self.storage = self._open(config)
@@ -93,11 +119,15 @@ class RemoteLogManager:
 
     # --- what every replica is told ------------------------------------------------------
 
-    def apply(self, image, delta, opened: list, config_changed: list) -> None:
+    def apply(self, image, delta, opened: list, config_changed: list, deleted: list | None = None) -> None:
         """After a metadata change: refresh the remote view of the local replicas whose
-        remote segments, topic config or existence changed (all of them without a delta)."""
+        remote segments, topic config or existence changed (all of them without a delta);
+        note the partitions whose objects go with their topic (those led here)."""
         if self.storage is None:
             return
+        for p in deleted or []:
+            if p.is_leader:
+                self.dropped.add(partition_dir(p.topic, p.topic_id, p.index))
         parts = self.replicas.partitions
         if delta is None:
             keys = list(parts)
@@ -113,6 +143,7 @@ class RemoteLogManager:
     def refresh(self, image, p) -> None:
         if not self.tiered(p.topic):
             self.storage.set_segments(p.core, None, -1)
+            p.log.highest_remote_offset = -1
             return
         segs = [s for s in image.remote_segments_of(p.topic_id, p.index) if s.state == COPY_FINISHED]
         view = []
@@ -143,8 +174,21 @@ class RemoteLogManager:
         image = self.replicas._image
         if image is None or self.quorum is None:
             return
+        await self._delete_dropped()
         for p in list(self.replicas.partitions.values()):
-            if p.deleted or not p.is_leader or not self.tiered(p.topic):
+            if p.deleted or not p.is_leader:
+                continue
+            if not self.tiered(p.topic):
+                self.lag.pop((p.topic, p.index), None)
+                if self.replicas._topic_config(p.topic, "remote.log.delete.on.disable") and image.remote_segments_of(
+                    p.topic_id, p.index
+                ):
+                    # tiering turned off with remote.log.delete.on.disable (KIP-950): the copies go
+                    try:
+                        for s in image.remote_segments_of(p.topic_id, p.index):
+                            await self._delete(p, s)
+                    except (_core.RemoteStorageError, OSError) as e:
+                        log.warning("tiered storage: deleting %s's copies failed, retried: %s", p.name, e)
                 continue
             key = (p.topic, p.index)
             retry_at, _ = self._backoff.get(key, (0.0, 0.0))
@@ -166,6 +210,17 @@ class RemoteLogManager:
                     e,
                     extra=fields(topic=p.topic, partition=p.index),
                 )
+
+    async def _delete_dropped(self) -> None:
+        """The objects of partitions whose topic was deleted while this broker led them."""
+        for d in list(self.dropped):
+            try:
+                n = await trio.to_thread.run_sync(self.storage.delete_dir, d)
+            except _core.RemoteStorageError as e:
+                log.warning("tiered storage: deleting %s failed, retried at the next pass: %s", self.storage.key(d), e)
+                continue
+            self.dropped.discard(d)
+            log.info("tiered storage: deleted %d object(s) under %s", n, self.storage.key(d))
 
     async def _write(self, p, segment_id: uuid.UUID, state: str, **copy_fields) -> None:
         from logbroker.coord.metadata.metadata_records import MetadataRecordError
@@ -195,11 +250,18 @@ class RemoteLogManager:
                 await self._delete(p, s)
         segs = [s for s in self.replicas._image.remote_segments_of(p.topic_id, p.index) if s.state == COPY_FINISHED]
         copied_end = max((s.end_offset for s in segs), default=-1)
-        # 2. copy
-        if not self.replicas._topic_config(p.topic, "remote.log.copy.disable"):
-            bases = await trio.to_thread.run_sync(p.log.upload_candidates, copied_end + 1)
-            for base in bases:
+        # 2. copy, oldest first; what is left is the copy lag
+        key = (p.topic, p.index)
+        if self.replicas._topic_config(p.topic, "remote.log.copy.disable"):
+            self.lag.pop(key, None)
+        else:
+            todo = await trio.to_thread.run_sync(p.log.upload_candidates, copied_end + 1)
+            self.lag[key] = (sum(n for _, n in todo), len(todo))
+            for i, (base, size) in enumerate(todo):
+                await self.copy_quota.take(size)
                 copied_end = await self._copy(p, base, copied_end)
+                rest = todo[i + 1 :]
+                self.lag[key] = (sum(n for _, n in rest), len(rest))
         # 3. remote retention
         await self._expire(p)
 
@@ -282,11 +344,13 @@ class RemoteLogManager:
 
     # --- visibility ------------------------------------------------------------------
 
-    def remote_size(self, p) -> int:
+    def remote_size(self, p) -> tuple[int, int]:
+        """(bytes, segments) of the partition's copies."""
         image = self.replicas._image
         if image is None:
-            return 0
-        return sum(s.size_bytes for s in image.remote_segments_of(p.topic_id, p.index) if s.state == COPY_FINISHED)
+            return 0, 0
+        segs = [s for s in image.remote_segments_of(p.topic_id, p.index) if s.state == COPY_FINISHED]
+        return sum(s.size_bytes for s in segs), len(segs)
 
     def stats(self) -> dict[str, int]:
         return {} if self.storage is None else self.storage.stats()

@@ -324,7 +324,7 @@ class ReplicaManager:
                 p.apply_state(state)
                 self._track_isr(p)
         self._image = image
-        self.remote.apply(image, None if old is None else delta, added, config_changed)
+        self.remote.apply(image, None if old is None else delta, added, config_changed, to_delete)
         if reconfigure:
             await self._reconfigure_all()
         await self.replication.after_image(image, follow_names)

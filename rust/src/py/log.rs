@@ -437,9 +437,9 @@ impl PyLog {
         })
     }
 
-    /// Base offsets of the rolled segments that end at or after `from_offset` and lie
+    /// (base offset, bytes) of the rolled segments that end at or after `from_offset` and lie
     /// entirely below the last stable offset (what tiered storage may copy now).
-    fn upload_candidates(&self, py: Python<'_>, from_offset: i64) -> PyResult<Vec<i64>> {
+    fn upload_candidates(&self, py: Python<'_>, from_offset: i64) -> PyResult<Vec<(i64, u64)>> {
         py.enter_core(|| self.log.upload_candidates(from_offset))
     }
 

@@ -35,7 +35,7 @@ fn copied_log(dir: &std::path::Path, store: &RemoteStore) -> (LogBuilder, Vec<Re
     lb.log.update_high_watermark(lb.log.log_end_offset());
     let stats = UploadStats::default();
     let mut segs = Vec::new();
-    for base in lb.log.upload_candidates(0).unwrap() {
+    for (base, _) in lb.log.upload_candidates(0).unwrap() {
         let up = lb.log.upload_segment(base).unwrap().unwrap();
         let done = copy_segment(store, "t-abc/0", &format!("id{base}"), &up, &stats).unwrap();
         segs.push(RemoteSegment {
