@@ -686,3 +686,32 @@ def test_restoring_records_are_diff_records_own():
         )
     with pytest.raises(TypeError, match="restore"):
         remote_segment_record(tid, 0, uuid.uuid4(), STARTED, 0, 1, 1, restore=True)
+
+
+def start_record(tid, offset: int, epoch: int = 0, partition: int = 0) -> bytes:
+    return encode_record("RemoteLogStartOffset", topic_id=tid.hex, partition=partition, offset=offset, leader_epoch=epoch)
+
+
+def test_remote_log_start_rises_is_fenced_and_survives_snapshots_and_diffs():
+    """DeleteRecords into a tiered partition's remote part (RemoteLogStartOffset): set,
+    raised, never lowered, refused from a deposed leader, kept by snapshots, reproduced by
+    diff_records, and gone with its topic."""
+    image, tid = tiered_image()
+    before = copy.deepcopy(image)
+    apply(image, start_record(tid, 50))
+    assert image.remote_log_start == {(tid, 0): 50}
+    apply(image, start_record(tid, 80))
+    assert image.remote_log_start[(tid, 0)] == 80
+    for bad in (start_record(tid, 70), start_record(tid, 90, epoch=3), start_record(tid, 90, partition=7)):
+        with pytest.raises(MetadataRecordError):
+            apply(copy.deepcopy(image), bad)
+    delta = MetadataDelta(image)
+    apply_record(delta, decode_record(start_record(tid, 85, partition=1)))
+    assert delta.remote_segments_changed == {("t", 1)}
+    assert load_snapshot(snapshot(image), 1).remote_log_start == image.remote_log_start
+    again = copy.deepcopy(before)
+    for data in diff_records(before, image):
+        apply(again, data)
+    assert again.remote_log_start == image.remote_log_start
+    apply(image, encode_record("RemoveTopic", topic_id=tid.hex))
+    assert image.remote_log_start == {}

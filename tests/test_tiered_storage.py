@@ -308,3 +308,85 @@ def test_object_store_outage_delays_copies_not_producers(tmp_path: Path) -> None
             assert read_all(bs, "o", 1, model) == model
     finally:
         server.stop()
+
+
+def test_librdkafka_and_kafka_python_read_from_offset_zero(tmp_path: Path) -> None:
+    """Clients that know nothing of tiering: librdkafka (confluent-kafka) and kafka-python
+    read every record from offset 0 after the local log kept only its active segment."""
+    import confluent_kafka
+    import kafka
+
+    with broker(tmp_path) as b:
+        bs = b.bootstrap_servers
+        with Admin(bs) as admin:
+            admin.create_topics([NewTopic("rk", 1, 1, dict(TIERED))])
+        model = produce_model(bs, "rk", 1, 300)
+        tiered_down(bs, "rk", 0, tmp_path / "d")
+        want = {o: (r[0], r[1], r[3]) for (_, o), r in model.items()}
+
+        c = confluent_kafka.Consumer({"bootstrap.servers": bs, "group.id": "rk", "auto.offset.reset": "earliest"})
+        c.assign([confluent_kafka.TopicPartition("rk", 0, 0)])
+        got = {}
+        deadline = time.monotonic() + 60
+        while len(got) < len(want) and time.monotonic() < deadline:
+            m = c.poll(0.5)
+            if m is not None:
+                assert m.error() is None, m.error()
+                got[m.offset()] = (m.key(), m.value(), m.timestamp()[1])
+        c.close()
+        assert got == want
+
+        kc = kafka.KafkaConsumer(bootstrap_servers=bs, auto_offset_reset="earliest", enable_auto_commit=False)
+        kc.assign([kafka.TopicPartition("rk", 0)])
+        kc.seek_to_beginning()
+        got = {}
+        deadline = time.monotonic() + 60
+        while len(got) < len(want) and time.monotonic() < deadline:
+            for records in kc.poll(500).values():
+                got.update({r.offset: (r.key, r.value, r.timestamp) for r in records})
+        kc.close()
+        assert got == want
+
+
+def test_delete_records_into_the_remote_part(tmp_path: Path) -> None:
+    """DeleteRecords below the local log start: the log start offset becomes that offset
+    on the broker (ListOffsets, Fetch), reads below it are out of range, and the remote
+    segments entirely below it are deleted."""
+    from rawclient import RawClient
+    from test_apis import fetch
+
+    from logbroker.protocol import REQUESTS, ErrorCode
+
+    with broker(tmp_path) as b:
+        bs = b.bootstrap_servers
+        with Admin(bs) as admin:
+            admin.create_topics([NewTopic("dr", 1, 1, dict(TIERED))])
+        model = produce_model(bs, "dr", 1, 300)
+        local = tiered_down(bs, "dr", 0, tmp_path / "d")
+        target = local // 2
+        segments_before = len(list((tmp_path / "remote").rglob("*.log")))
+        dr_req = REQUESTS[21]
+        with RawClient(bs) as c:
+            dr = c.request(
+                21,
+                1,
+                dr_req(
+                    topics=[
+                        dr_req.DeleteRecordsTopic(
+                            name="dr", partitions=[dr_req.DeleteRecordsPartition(partition_index=0, offset=target)]
+                        )
+                    ],
+                    timeout_ms=5000,
+                ),
+            )
+            res = dr.topics[0].partitions[0]
+            assert (res.error_code, res.low_watermark) == (0, target)
+            assert offsets(bs, "dr", 0, "earliest") == target
+            assert fetch(c, "dr", target - 1).error_code == ErrorCode.OFFSET_OUT_OF_RANGE
+        wait_for(
+            lambda: len(list((tmp_path / "remote").rglob("*.log"))) < segments_before,
+            what="remote segments below the new log start deleted",
+        )
+        rest = {k: v for k, v in model.items() if k[1] >= target}
+        seen = read_all(bs, "dr", 1, rest)
+        assert seen == rest

@@ -37,7 +37,7 @@ import trio
 from logbroker import _core
 from logbroker.clock import now_ms, run_every
 from logbroker.common.config import ConfigError
-from logbroker.coord.metadata.metadata_records import remote_segment_record
+from logbroker.coord.metadata.metadata_records import MetadataRecordError, encode_record, remote_segment_record
 from logbroker.log_format import fields
 
 log = logging.getLogger("logbroker.remote")
@@ -146,14 +146,15 @@ class RemoteLogManager:
             p.log.highest_remote_offset = -1
             return
         segs = [s for s in image.remote_segments_of(p.topic_id, p.index) if s.state == COPY_FINISHED]
+        floor = image.remote_log_start.get((p.topic_id, p.index), 0)  # DeleteRecords
         view = []
         last_end = -1
         for s in segs:  # sorted by start offset; an overlap starts where the previous ends
-            start = max(s.start_offset, last_end + 1)
+            start = max(s.start_offset, last_end + 1, floor)
+            last_end = max(last_end, s.end_offset)
             if start > s.end_offset:
                 continue
             view.append((start, s.end_offset, s.base_offset, self._stem(p, s), s.size_bytes))
-            last_end = s.end_offset
         start = view[0][0] if view else -1
         self.storage.set_segments(p.core, view, start)
         p.log.highest_remote_offset = last_end
@@ -223,8 +224,6 @@ class RemoteLogManager:
             log.info("tiered storage: deleted %d object(s) under %s", n, self.storage.key(d))
 
     async def _write(self, p, segment_id: uuid.UUID, state: str, **copy_fields) -> None:
-        from logbroker.coord.metadata.metadata_records import MetadataRecordError
-
         rec = remote_segment_record(
             p.topic_id,
             p.index,
@@ -324,6 +323,12 @@ class RemoteLogManager:
         segs = [s for s in self.replicas._image.remote_segments_of(p.topic_id, p.index) if s.state == COPY_FINISHED]
         if not segs:
             return
+        floor = self.replicas._image.remote_log_start.get((p.topic_id, p.index), 0)
+        for s in [s for s in segs if s.end_offset < floor]:  # below DeleteRecords' log start
+            await self._delete(p, s)
+        segs = [s for s in segs if s.end_offset >= floor]
+        if not segs:
+            return
         retention_ms = int(self.replicas._topic_config(p.topic, "retention.ms"))
         retention_bytes = int(self.replicas._topic_config(p.topic, "retention.bytes"))
         local_start = p.log.log_start_offset
@@ -341,6 +346,34 @@ class RemoteLogManager:
                 break
             await self._delete(p, s)
             total -= s.size_bytes
+
+    def has_copies(self, p) -> bool:
+        image = self.replicas._image
+        return self.storage is not None and image is not None and bool(image.remote_segments_of(p.topic_id, p.index))
+
+    async def raise_log_start(self, p, offset: int) -> int:
+        """DeleteRecords on a tiered partition: the first readable offset becomes `offset`
+        for every replica (a RemoteLogStartOffset record); returns the log start offset."""
+        current = p.core.log_start_offset
+        if offset > current:
+            rec = encode_record(
+                "RemoteLogStartOffset",
+                topic_id=p.topic_id.hex,
+                partition=p.index,
+                offset=offset,
+                leader_epoch=p.leader_epoch,
+            )
+            try:
+                await self.quorum.write([rec])
+            except MetadataRecordError as e:
+                raise _core.RemoteStorageError(f"{p.name}: log start offset {offset} refused: {e}") from None
+            log.info(
+                "tiered storage: %s log start offset raised to %d (DeleteRecords); remote segments below it go",
+                p.name,
+                offset,
+                extra=fields(topic=p.topic, partition=p.index, offset=offset),
+            )
+        return max(offset, current)
 
     # --- visibility ------------------------------------------------------------------
 

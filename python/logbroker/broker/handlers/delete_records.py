@@ -1,6 +1,9 @@
 """DeleteRecords (21): advance a partition's log start offset (offset -1 means the HW).
 Whole segments below the new log start are deleted; reads below it fail with
-OFFSET_OUT_OF_RANGE. Needs DELETE on the topic (else TOPIC_AUTHORIZATION_FAILED, as Kafka)."""
+OFFSET_OUT_OF_RANGE. Needs DELETE on the topic (else TOPIC_AUTHORIZATION_FAILED, as Kafka).
+A tiered partition with segments in remote storage: the new log start is also written to
+the metadata log (RemoteLogStartOffset), so every replica stops serving below it at once,
+and the leader's next tiered-storage pass deletes the remote segments entirely below it."""
 
 from __future__ import annotations
 
@@ -53,4 +56,12 @@ async def handle(ctx, request):
 
     if jobs:
         await trio.to_thread.run_sync(work)
+        remote = ctx.replicas.remote
+        for r, part, offset in jobs:
+            if r.error_code == ErrorCode.NONE and remote.has_copies(part):
+                target = part.log.high_watermark if offset == -1 else offset
+                try:
+                    r.low_watermark = await remote.raise_log_start(part, target)
+                except _core.RemoteStorageError:
+                    r.error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER  # deposed meanwhile: the client retries
     return Response(throttle_time_ms=0, topics=topics)

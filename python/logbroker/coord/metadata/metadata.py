@@ -365,6 +365,10 @@ class MetadataImage:
     # (start_offset, segment_id); a partition with none has no entry. Tuples: a delta
     # replaces one partition's whole (metadata_delta.py), never changes one in place.
     remote_segments: dict[tuple[uuid.UUID, int], tuple[RemoteLogSegment, ...]] = dataclasses.field(default_factory=dict)
+    # tiered storage: (topic id, partition) -> the first offset a consumer may read, where
+    # DeleteRecords raised it into the remote segments (RemoteLogStartOffset records);
+    # no entry: the first remote segment's start
+    remote_log_start: dict[tuple[uuid.UUID, int], int] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.topics and not self.topic_ids:
@@ -419,6 +423,10 @@ class MetadataImage:
                 {"topic_id": tid.hex, "partition": p, "segments": [s.to_json() for s in segments]}
                 for (tid, p), segments in sorted(self.remote_segments.items(), key=lambda kv: (kv[0][0].hex, kv[0][1]))
             ],
+            "remote_log_start": [
+                {"topic_id": tid.hex, "partition": p, "offset": o}
+                for (tid, p), o in sorted(self.remote_log_start.items(), key=lambda kv: (kv[0][0].hex, kv[0][1]))
+            ],
         }
 
     @classmethod
@@ -447,6 +455,10 @@ class MetadataImage:
             for r in doc.get("remote_segments", [])
             if r["segments"]
         }
+        remote_log_start = {
+            (uuid.UUID(hex=r["topic_id"]), int(r["partition"])): int(r["offset"])
+            for r in doc.get("remote_log_start", [])
+        }
         return cls(
             doc["cluster_id"],
             controller_id,
@@ -465,6 +477,7 @@ class MetadataImage:
             client_metrics=client_metrics,
             delegation_tokens=tokens,
             remote_segments=remote_segments,
+            remote_log_start=remote_log_start,
         )
 
 

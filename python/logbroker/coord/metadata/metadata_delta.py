@@ -100,6 +100,12 @@ class MetadataDelta:
                 segments = self._own("remote_segments")
                 for key in gone:
                     del segments[key]
+        if self.image.remote_log_start:
+            gone = [(topic.topic_id, p) for p in topic.partitions if (topic.topic_id, p) in self.image.remote_log_start]
+            if gone:
+                starts = self._own("remote_log_start")
+                for key in gone:
+                    del starts[key]
         if self.remote_segments_changed:
             self.remote_segments_changed = {c for c in self.remote_segments_changed if c[0] != topic.name}
         if topic.topic_id in self.base.topic_ids:
@@ -127,6 +133,11 @@ class MetadataDelta:
             self._partitions_copied.add((name, index))
         self.changed_partitions.setdefault(name, set()).add(index)
         return t.partitions[index]
+
+    def set_remote_log_start(self, topic: TopicState, partition: int, offset: int) -> None:
+        """The first readable offset of a tiered partition (DeleteRecords into its remote part)."""
+        self._own("remote_log_start")[(topic.topic_id, partition)] = offset
+        self.remote_segments_changed.add((topic.name, partition))
 
     def set_remote_segments(self, topic: TopicState, partition: int, segments: tuple[RemoteLogSegment, ...]) -> None:
         """Partition `partition` of `topic` (both exist) now has these remote segments

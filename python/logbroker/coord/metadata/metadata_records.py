@@ -59,6 +59,9 @@ all or nothing. JSON keeps the log readable with standard tools; records are sma
                      (UpdateRaftVoter; a voter that restarted on another address writes
                      it); the voter must be in the directory, with that directory id or
                      the zero one
+    RemoteLogStartOffset  topic_id, partition, offset, leader_epoch: the first offset a
+                     consumer may read of a tiered partition, raised by DeleteRecords into its
+                     remote segments (never lowered; fenced by the leader epoch as below)
     RemoteLogSegment topic_id, partition, segment_id (uuid hex), state, leader_epoch,
                      broker_id, event_ms, and with COPY_SEGMENT_STARTED only: start_offset,
                      end_offset (inclusive), max_timestamp, size_bytes, segment_epochs
@@ -614,6 +617,31 @@ def _remote_log_segment(delta: MetadataDelta, rec: dict) -> None:
     delta.set_remote_segments(t, p, rest)
 
 
+def _remote_log_start_offset(delta: MetadataDelta, rec: dict) -> None:
+    t = _topic(delta, rec)
+    p = _integer(f"RemoteLogStartOffset record for topic {t.name}", "partition", rec["partition"])
+    ps = t.partitions.get(p)
+    if ps is None:
+        raise MetadataRecordError(f"RemoteLogStartOffset record for {t.name}-{p}, which does not exist")
+    where = f"RemoteLogStartOffset of {t.name}-{p}"
+    offset = _integer(where, "offset", rec["offset"])
+    if rec.get("restore") is not True:
+        leader_epoch = _integer(where, "leader_epoch", rec["leader_epoch"])
+        if leader_epoch != ps.leader_epoch:
+            raise MetadataRecordError(
+                f"{where}: written in leader epoch {leader_epoch}, but the partition's leader epoch is "
+                f"{ps.leader_epoch} (a deposed leader cannot write)"
+            )
+        if offset < delta.image.remote_log_start.get((t.topic_id, p), 0):
+            raise MetadataRecordError(
+                f"{where}: {offset} is below the current {delta.image.remote_log_start[(t.topic_id, p)]} "
+                "(the log start offset never goes back)"
+            )
+    if offset < 0:
+        raise MetadataRecordError(f"{where}: offset {offset} is negative")
+    delta.set_remote_log_start(t, p, offset)
+
+
 _APPLY = {
     "RegisterBroker": _register_broker,
     "FenceBroker": _fence_broker,
@@ -637,6 +665,7 @@ _APPLY = {
     "Voters": _voters,
     "VoterEndpoint": _voter_endpoint,
     "RemoteLogSegment": _remote_log_segment,
+    "RemoteLogStartOffset": _remote_log_start_offset,
 }
 
 
@@ -793,6 +822,18 @@ def diff_records(old: MetadataImage, new: MetadataImage) -> list[bytes]:
         for segment in new.remote_segments.get(key, ()):
             if was_s.get(segment.segment_id) != segment:
                 out.append(_restore_segment_record(tid, p, segment, segment.state))
+    for key in sorted(set(new.remote_log_start), key=lambda k: (k[0].hex, k[1])):
+        tid, p = key
+        if tid in new_ids and old.remote_log_start.get(key) != new.remote_log_start[key]:
+            out.append(
+                encode_record(
+                    "RemoteLogStartOffset",
+                    topic_id=tid.hex,
+                    partition=p,
+                    offset=new.remote_log_start[key],
+                    restore=True,
+                )
+            )
     if new.next_producer_id != old.next_producer_id:
         out.append(encode_record("ProducerIds", next_producer_id=new.next_producer_id))
     for resource, old_owners, new_owners in (
