@@ -689,7 +689,9 @@ def test_restoring_records_are_diff_records_own():
 
 
 def start_record(tid, offset: int, epoch: int = 0, partition: int = 0) -> bytes:
-    return encode_record("RemoteLogStartOffset", topic_id=tid.hex, partition=partition, offset=offset, leader_epoch=epoch)
+    return encode_record(
+        "RemoteLogStartOffset", topic_id=tid.hex, partition=partition, offset=offset, leader_epoch=epoch
+    )
 
 
 def test_remote_log_start_rises_is_fenced_and_survives_snapshots_and_diffs():
