@@ -130,6 +130,12 @@ def test_restart_keeps_reading_remote(tmp_path: Path) -> None:
         tiered_down(b.bootstrap_servers, "rs", 0, tmp_path / "d")
     with broker(tmp_path) as b:
         assert offsets(b.bootstrap_servers, "rs", 0, "earliest") == 0
+        # ListOffsets by time finds records in the copies (and in the local part)
+        local = offsets(b.bootstrap_servers, "rs", 0, "earliest_local")
+        for (_, o), (_k, _v, _h, ts) in sorted(model.items())[:: len(model) // 7]:
+            with Admin(b.bootstrap_servers) as admin:
+                got = admin.list_offsets({("rs", 0): ts})[TopicPartition("rs", 0)]
+            assert got == (o, ts), f"offset {o} ({'remote' if o < local else 'local'}) by its timestamp {ts}"
         assert read_all(b.bootstrap_servers, "rs", 1, model) == model
         more = produce_model(b.bootstrap_servers, "rs", 1, 100)
         assert read_all(b.bootstrap_servers, "rs", 1, {**model, **more}) == {**model, **more}

@@ -577,10 +577,12 @@ class RemoteStorage:
     def set_segments(
         self,
         partition: ReplicaPartition,
-        segments: list[tuple[int, int, int, str, int]] | None,
+        segments: list[tuple[int, int, int, str, int, int]] | None,
         log_start_offset: int,
     ) -> None:
-        """The copied segments fetches read [(start, end, base, stem, size)]; None: not tiered."""
+        """The copied segments fetches read [(start, end, base, stem, size, max_timestamp)]; None: not tiered."""
+    def offset_for_timestamp(self, partition: ReplicaPartition, timestamp: int) -> tuple[int, int] | None:
+        """ListOffsets by time in the copied segments: (offset, timestamp), or None (then the local log)."""
     def stats(self) -> dict[str, int]: ...
 
 def certificate_principal(der: bytes, rules: str = "DEFAULT") -> str:

@@ -154,7 +154,7 @@ class RemoteLogManager:
             last_end = max(last_end, s.end_offset)
             if start > s.end_offset:
                 continue
-            view.append((start, s.end_offset, s.base_offset, self._stem(p, s), s.size_bytes))
+            view.append((start, s.end_offset, s.base_offset, self._stem(p, s), s.size_bytes, s.max_timestamp))
         start = view[0][0] if view else -1
         self.storage.set_segments(p.core, view, start)
         p.log.highest_remote_offset = last_end

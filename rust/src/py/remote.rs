@@ -25,8 +25,9 @@ pub struct PyRemoteStorage {
 /// What `copy_segment` returns: `(base_offset, end_offset, size_bytes, max_timestamp,
 /// leader_epochs [(epoch, start offset)], stem, bytes sent)`.
 type Copied = (i64, i64, u64, i64, Vec<(i32, i64)>, String, u64);
-/// One copied segment as `set_segments` takes it: `(start_offset, end_offset, base_offset, stem, size)`.
-type SegmentRow = (i64, i64, i64, String, u64);
+/// One copied segment as `set_segments` takes it: `(start_offset, end_offset, base_offset,
+/// stem, size, max_timestamp)`.
+type SegmentRow = (i64, i64, i64, String, u64, i64);
 
 #[pymethods]
 impl PyRemoteStorage {
@@ -122,7 +123,7 @@ impl PyRemoteStorage {
     }
 
     /// The copied segments of a replica, as fetches read them: `[(start_offset, end_offset,
-    /// base_offset, stem, size)]` sorted and not overlapping, and the first offset a
+    /// base_offset, stem, size, max_timestamp)]` sorted and not overlapping, and the first offset a
     /// consumer may read; None: the topic is not tiered. Cached chunks of segments no
     /// longer listed are dropped.
     #[pyo3(signature = (partition, segments, log_start_offset))]
@@ -131,12 +132,13 @@ impl PyRemoteStorage {
         let view = segments.map(|segs| RemoteLogView {
             segments: segs
                 .into_iter()
-                .map(|(start_offset, end_offset, base_offset, stem, size)| RemoteSegment {
+                .map(|(start_offset, end_offset, base_offset, stem, size, max_timestamp)| RemoteSegment {
                     start_offset,
                     end_offset,
                     base_offset,
                     stem,
                     size,
+                    max_timestamp,
                 })
                 .collect(),
             log_start_offset,
@@ -149,6 +151,28 @@ impl PyRemoteStorage {
             }
         }
         partition.0.set_remote(view);
+    }
+
+    /// ListOffsets by time below the local log: the first record of the replica's copied
+    /// segments at or after its first readable offset with a timestamp >= `timestamp`, as
+    /// `(offset, timestamp)`; None if no copied record is that recent (then the local log
+    /// answers). Reads the objects it needs (blocking; the GIL released).
+    fn offset_for_timestamp(
+        &self,
+        py: Python<'_>,
+        partition: &PyReplicaPartition,
+        timestamp: i64,
+    ) -> PyResult<Option<(i64, i64)>> {
+        let Some(view) = partition.0.remote() else { return Ok(None) };
+        let reader = Arc::clone(&self.reader);
+        py.enter_core(move || -> Result<Option<(i64, i64)>, RemoteError> {
+            for seg in view.segments.iter().filter(|s| s.max_timestamp >= timestamp) {
+                if let Some(found) = reader.offset_for_timestamp(seg, timestamp, view.log_start_offset)? {
+                    return Ok(Some(found));
+                }
+            }
+            Ok(None)
+        })
     }
 
     /// Counters for `/metrics`.

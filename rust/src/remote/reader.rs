@@ -48,6 +48,8 @@ pub struct RemoteSegment {
     pub stem: String,
     /// Bytes of its `.log`.
     pub size: u64,
+    /// Its largest record timestamp (ListOffsets by time skips segments entirely older).
+    pub max_timestamp: i64,
 }
 
 /// A partition's readable remote segments.
@@ -346,6 +348,76 @@ impl RemoteReader {
                 .collect();
         }
         RemoteRead::Ready { records, aborted }
+    }
+}
+
+/// Bytes read at once by `offset_for_timestamp`'s scan.
+const SCAN_WINDOW: u64 = 1 << 20;
+
+impl RemoteReader {
+    /// ListOffsets by time in a copied segment: the first record at or after `min_offset`
+    /// with a timestamp >= `ts`, as `(offset, timestamp)`; `None` if the segment has none.
+    /// Blocking (a control-plane thread, the GIL released): the time index, then the offset
+    /// index, then batch headers forward from there in windows of `SCAN_WINDOW` bytes.
+    pub fn offset_for_timestamp(
+        &self,
+        seg: &RemoteSegment,
+        ts: i64,
+        min_offset: i64,
+    ) -> Result<Option<(i64, i64)>, RemoteError> {
+        let tindex = self.store.get(&format!("{}.timeindex", seg.stem))?;
+        let mut start = seg.base_offset;
+        for e in tindex.chunks_exact(12) {
+            let t = i64::from_be_bytes(e[..8].try_into().unwrap_or([0; 8]));
+            if t >= ts {
+                break;
+            }
+            start = seg.base_offset + i64::from(u32::from_be_bytes([e[8], e[9], e[10], e[11]]));
+        }
+        let start = start.max(min_offset).max(seg.start_offset);
+        let index = self.store.get(&format!("{}.index", seg.stem))?;
+        let mut pos = u64::from(index_lookup(&index, seg.base_offset, start));
+        let log = format!("{}.log", seg.stem);
+        let (mut win_start, mut win) = (0u64, bytes::Bytes::new());
+        let mut at = |pos: u64, len: u64| -> Result<bytes::Bytes, RemoteError> {
+            if pos < win_start || pos + len > win_start + win.len() as u64 {
+                let end = (pos + len.max(SCAN_WINDOW)).min(seg.size);
+                win = self.store.get_range(&log, pos..end)?;
+                win_start = pos;
+            }
+            let from = (pos - win_start) as usize;
+            Ok(win.slice(from..from + len as usize))
+        };
+        while pos + HEADER_LEN as u64 <= seg.size {
+            let h = BatchHeader::parse(&at(pos, HEADER_LEN as u64)?);
+            if h.batch_length < 0 || pos + h.size() > seg.size {
+                return Err(RemoteError::Corrupt {
+                    key: self.store.key(&log),
+                    reason: format!("the batch at byte {pos} has length {}", h.batch_length),
+                });
+            }
+            if h.max_timestamp >= ts && h.last_offset() >= start {
+                let bytes = at(pos, h.size())?;
+                check_crcs(&bytes).map_err(|why| RemoteError::Corrupt {
+                    key: self.store.key(&log),
+                    reason: format!("from byte {pos}: {why}"),
+                })?;
+                let mut found = None;
+                crate::batch::for_each_record_timestamp(&bytes, pos, |o, t| {
+                    if t >= ts && o >= start {
+                        found = Some((o, t));
+                        crate::batch::Control::Stop
+                    } else {
+                        crate::batch::Control::Continue
+                    }
+                })?;
+                if found.is_some() {
+                    return Ok(found);
+                }
+            }
+            pos += h.size();
+        }
+        Ok(None)
     }
 }
 

@@ -44,6 +44,7 @@ fn copied_log(dir: &std::path::Path, store: &RemoteStore) -> (LogBuilder, Vec<Re
             base_offset: up.base_offset,
             stem: done.stem,
             size: up.size,
+            max_timestamp: up.max_timestamp,
         });
     }
     assert!(segs.len() > 3, "several segments rolled");
@@ -146,4 +147,34 @@ fn txn_index_and_offset_index_formats() {
     assert_eq!(index_lookup(&index, 1000, 1003), 100);
     assert_eq!(index_lookup(&index, 1000, 1014), 400);
     assert_eq!(index_lookup(&index, 1000, 2000), 900);
+}
+
+#[test]
+fn offset_for_timestamp_in_copies_matches_the_local_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let st = store(&dir.path().join("remote"));
+    let (lb, segs) = copied_log(dir.path(), &st);
+    let reader = RemoteReader::new(Arc::clone(&st), 1 << 20, 1 << 20, 1 << 16, Duration::from_millis(500));
+    let last = segs.last().unwrap();
+    let (first_ts, _) = lb.log.max_timestamp();
+    let mut checked = 0;
+    for ts in [i64::MIN, 0, first_ts - 1_000_000, first_ts, first_ts + 1] {
+        let local = lb.log.offset_for_timestamp(ts).unwrap();
+        let remote = segs.iter().find_map(|s| reader.offset_for_timestamp(s, ts, 0).unwrap());
+        match local {
+            Some((o, _)) if o <= last.end_offset => {
+                assert_eq!(remote.map(|r| r.0), Some(o), "timestamp {ts}");
+                checked += 1;
+            }
+            _ => assert!(remote.is_none() || remote.unwrap().0 <= last.end_offset),
+        }
+    }
+    assert!(checked > 0);
+    // every record's own timestamp finds it (or an earlier record of that timestamp)
+    for (o, ts) in
+        lb.log.read_records(0, Some(last.end_offset + 1), None).unwrap().iter().map(|r| (r.offset, r.timestamp))
+    {
+        let remote = segs.iter().find_map(|s| reader.offset_for_timestamp(s, ts, 0).unwrap()).unwrap();
+        assert!(remote.0 <= o && remote.1 == ts, "record {o} at {ts}: found {remote:?}");
+    }
 }

@@ -31,7 +31,7 @@ EARLIEST, LATEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -2, -1, -3, -4,
 Response = RESPONSES[API_KEY]
 
 
-def _lookup(part, timestamp: int, version: int, read_committed: bool) -> tuple[int, int, int, int]:
+def _lookup(part, timestamp: int, version: int, read_committed: bool, remote=None) -> tuple[int, int, int, int]:
     """(error, timestamp, offset, leader_epoch) — runs on a worker thread."""
     lg = part.log
     hw = lg.last_stable_offset() if read_committed else lg.high_watermark
@@ -51,7 +51,12 @@ def _lookup(part, timestamp: int, version: int, read_committed: bool) -> tuple[i
         return ErrorCode.NONE, ts, off, epoch
     if timestamp < 0:
         return ErrorCode.UNSUPPORTED_VERSION, -1, -1, -1
-    found = lg.offset_for_timestamp(timestamp)
+    found = None
+    if remote is not None and remote.storage is not None and part.core.log_start_offset < lg.log_start_offset:
+        # tiered: the copies first (older), then the local log
+        found = remote.storage.offset_for_timestamp(part.core, timestamp)
+    if found is None:
+        found = lg.offset_for_timestamp(timestamp)
     if found is None or found[0] >= hw:
         return ErrorCode.NONE, -1, -1, -1
     return ErrorCode.NONE, found[1], found[0], epoch
@@ -83,11 +88,15 @@ async def handle(ctx, request):
     def work() -> None:
         for entry, part, ts in jobs:
             try:
-                entry.error_code, entry.timestamp, entry.offset, epoch = _lookup(part, ts, version, read_committed)
+                entry.error_code, entry.timestamp, entry.offset, epoch = _lookup(
+                    part, ts, version, read_committed, ctx.replicas.remote
+                )
                 if version >= 4:  # LeaderEpoch exists from v4 on
                     entry.leader_epoch = epoch
             except (_core.LogBrokerError, OSError) as e:
                 entry.error_code = error_code_for(e)
+            except _core.RemoteStorageError:
+                entry.error_code = ErrorCode.KAFKA_STORAGE_ERROR
 
     if jobs:
         await trio.to_thread.run_sync(work)
