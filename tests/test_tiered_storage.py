@@ -16,7 +16,7 @@ FAST = {
     "remote.log.manager.task.interval.ms": "200",
     "log.retention.check.interval.ms": "200",
 }
-# retention.ms -1: the records carry 2023 timestamps, which 7 days of retention would expire
+# retention.ms -1: nothing expires while a test runs, whatever its records' timestamps
 TIERED = {"remote.storage.enable": "true", "segment.bytes": "4096", "local.retention.bytes": "1", "retention.ms": "-1"}
 
 
@@ -46,11 +46,12 @@ def produce_model(
     """n committed records (keys, headers, explicit timestamps), round-robin; an aborted
     transaction of 5 records every `aborted_every`. Returns (partition, offset) -> record."""
     model: dict[tuple[int, int], tuple] = {}
+    base = int(time.time() * 1000) - 3_600_000  # an hour ago: segment.ms (by record time) never rolls
     with Producer(bootstrap, linger_ms=0, acks=acks) as plain:
         for i in range(n):
             key, value = f"k{i}".encode(), (f"value-{i}-" + "x" * 60).encode()
             headers = [("h", f"{i}".encode())] if i % 3 == 0 else []
-            ts = 1_700_000_000_000 + i
+            ts = base + i
             md = plain.send(topic, value, key=key, partition=i % partitions, headers=headers, timestamp=ts).result(10)
             model[(md.partition, md.offset)] = (key, value, headers, ts)
     if aborted_every:

@@ -198,7 +198,8 @@ pub struct UploadSegment {
     pub time_index: Vec<u8>,
     /// Aborted transactions overlapping the segment.
     pub aborted: Vec<AbortedTxn>,
-    /// The producer state now, as a snapshot taken at the segment's end.
+    /// The producer state as of the segment's end (`ProducerStateManager::as_of`), as a
+    /// snapshot taken at its next offset.
     pub producer_snapshot: Vec<u8>,
     /// (epoch, start offset) of the leader epochs the segment covers.
     pub leader_epochs: Vec<(i32, i64)>,
@@ -1326,6 +1327,27 @@ impl Log {
         self.lock().highest_remote_offset
     }
 
+    /// Tiered storage, a follower whose log restarted (empty) at `start` after the last
+    /// copied offset: the producer state and leader epoch the copy of the segment ending
+    /// just before it recorded (its `.snapshot`, taken at `start`, and the last entry of its
+    /// epoch checkpoint), so transactions, idempotent producers and divergence checks go on
+    /// as on the leader. Does nothing unless the log is still empty at `start`; a snapshot
+    /// that is not intact or not taken at `start` is ignored (returns false).
+    pub fn restore_copied_state(&self, start: i64, snapshot: &[u8], epoch: Option<i32>) -> Result<bool> {
+        let mut g = self.lock_open()?;
+        if g.leo() != start || g.log_start_offset != start {
+            return Ok(false);
+        }
+        let Some(m) = ProducerStateManager::from_snapshot_bytes(snapshot, start) else { return Ok(false) };
+        g.producers = m;
+        if let Some(e) = epoch.filter(|e| *e >= 0) {
+            if g.epochs.latest_epoch().is_none() {
+                g.epochs.assign(e, start).map_err(|e| self.err(e))?;
+            }
+        }
+        Ok(true)
+    }
+
     /// (base offset, bytes) of the segments tiered storage may copy now: rolled (not the active
     /// one), ending at or after `from` (the first offset not yet copied) and entirely
     /// below the last stable offset, oldest first.
@@ -1370,7 +1392,7 @@ impl Log {
         let max_timestamp = s.largest_timestamp();
         let end_offset = next_base - 1;
         let aborted = g.producers.aborted_between(base_offset, next_base);
-        let producer_snapshot = g.producers.snapshot_bytes(next_base);
+        let producer_snapshot = g.producers.as_of(end_offset).snapshot_bytes(next_base);
         let entries = g.epochs.entries();
         let mut leader_epochs: Vec<(i32, i64)> = Vec::new();
         for (k, &(epoch, start)) in entries.iter().enumerate() {

@@ -402,6 +402,43 @@ impl ProducerStateManager {
         }
     }
 
+    /// The state as of the end of `end_offset` (what tiered storage copies beside a segment
+    /// ending there): producers' batches up to it (a producer with none, only later ones,
+    /// is left out: a log that goes on from there sees its later batches), the transactions
+    /// open at that point (those still open, and those aborted later, whose markers come
+    /// after it), the aborted transactions whose markers are at or below it.
+    #[must_use]
+    pub fn as_of(&self, end_offset: i64) -> ProducerStateManager {
+        let mut m = ProducerStateManager::new();
+        for e in self.producers.values() {
+            let batches: VecDeque<BatchMetadata> =
+                e.batches.iter().filter(|b| b.last_offset <= end_offset).copied().collect();
+            let Some(last) = batches.back() else { continue };
+            let mut x = e.clone();
+            x.epoch = last.epoch;
+            x.last_timestamp = last.timestamp;
+            x.batches = batches;
+            x.current_txn_first_offset =
+                if (0..=end_offset).contains(&e.current_txn_first_offset) { e.current_txn_first_offset } else { -1 };
+            m.producers.insert(x.producer_id, x);
+        }
+        for a in &self.aborted {
+            if a.last_offset <= end_offset {
+                m.aborted.push_back(*a);
+            } else if a.first_offset <= end_offset {
+                if let Some(x) = m.producers.get_mut(&a.producer_id) {
+                    x.current_txn_first_offset = a.first_offset;
+                }
+            }
+        }
+        for x in m.producers.values() {
+            if x.current_txn_first_offset >= 0 {
+                m.ongoing.insert(x.current_txn_first_offset, x.producer_id);
+            }
+        }
+        m
+    }
+
     pub fn write_snapshot(&self, dir: &Path, log_end_offset: i64) -> Result<()> {
         write_atomically(&dir.join(SNAPSHOT_FILE), &self.snapshot_bytes(log_end_offset))
     }
@@ -445,7 +482,12 @@ impl ProducerStateManager {
     /// Loads the snapshot if it exists, is intact and was taken at `log_end_offset`.
     pub fn read_snapshot(dir: &Path, log_end_offset: i64) -> Option<ProducerStateManager> {
         let data = std::fs::read(dir.join(SNAPSHOT_FILE)).ok()?;
-        let mut r = Reader { b: &data, p: 0 };
+        Self::from_snapshot_bytes(&data, log_end_offset)
+    }
+
+    /// A snapshot's state, if `data` is an intact snapshot taken at `log_end_offset`.
+    pub fn from_snapshot_bytes(data: &[u8], log_end_offset: i64) -> Option<ProducerStateManager> {
+        let mut r = Reader { b: data, p: 0 };
         if r.take(4)? != b"LBPS" {
             return None;
         }
@@ -574,6 +616,29 @@ mod tests {
         a.stage(m, &b);
         m.commit(a);
         Ok(None)
+    }
+
+    #[test]
+    fn state_as_of_an_offset_for_a_copied_segment() {
+        let mut m = ProducerStateManager::new();
+        append(&mut m, pb(1, 0, 0, 5, 0)).unwrap(); // 0..4
+        append(&mut m, txn(2, 0, 0, 5, 5)).unwrap(); // 5..9, aborted at 30
+        append(&mut m, pb(1, 0, 5, 5, 10)).unwrap(); // 10..14
+        append(&mut m, txn(3, 0, 0, 5, 15)).unwrap(); // 15..19, committed at 20
+        append(&mut m, marker(3, 0, true, 0, 20)).unwrap();
+        append(&mut m, pb(4, 0, 0, 5, 21)).unwrap(); // a producer only after 20
+        append(&mut m, marker(2, 0, false, 0, 30)).unwrap();
+        let at = m.as_of(12);
+        assert_eq!(at.get(1).unwrap().last_seq(), 4, "producer 1's batches ending by offset 12");
+        assert!(at.get(4).is_none(), "producer 4 starts later");
+        assert_eq!(at.first_unstable_offset(), Some(5), "producer 2's transaction was open at 12 (aborted later)");
+        assert_eq!(at.aborted_count(), 0);
+        let bytes = at.snapshot_bytes(13);
+        let back = ProducerStateManager::from_snapshot_bytes(&bytes, 13).unwrap();
+        assert_eq!(back.first_unstable_offset(), Some(5));
+        assert!(ProducerStateManager::from_snapshot_bytes(&bytes, 14).is_none(), "taken at 13 only");
+        let end = m.as_of(30);
+        assert_eq!((end.first_unstable_offset(), end.aborted_count()), (None, 1));
     }
 
     #[test]

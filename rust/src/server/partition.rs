@@ -231,6 +231,8 @@ pub struct Partition {
     /// Tiered storage: the copied segments a fetch below the local log start reads (set by
     /// the control plane from the metadata log); `None` when the topic is not tiered.
     remote: RwLock<Option<Arc<RemoteLogView>>>,
+    /// The broker's remote reader (its store), if tiered storage is on.
+    pub remote_reader: Option<Arc<RemoteReader>>,
 }
 
 impl ReadWaiter for Partition {
@@ -688,6 +690,7 @@ impl PartitionTable {
             watchers: Mutex::new(Vec::new()),
             stats: super::metrics::PartitionStats::default(),
             remote: RwLock::new(None),
+            remote_reader: self.remote_reader.get().cloned(),
         });
         let listener: Weak<dyn OffsetsListener> = Arc::downgrade(&p) as Weak<dyn OffsetsListener>;
         p.log.set_offsets_listener(listener);

@@ -791,6 +791,7 @@ impl Loop {
                     self.shared.event(LogLine::ERROR, format!("{name}: restarting the log at {start} failed: {e}"));
                     return Some(Retry::Backoff);
                 }
+                self.restore_copied_state(f, start);
                 return None;
             }
             c => {
@@ -851,6 +852,40 @@ impl Loop {
             }
         }
         None
+    }
+
+    /// After a restart at `start` (OFFSET_MOVED_TO_TIERED_STORAGE): the producer state and
+    /// leader epoch from the copy of the segment ending just before it (Kafka's "auxiliary
+    /// state"), read from the store on this loop's thread, as Kafka's fetcher does. A
+    /// failure is logged; the log goes on without them (a producer then starts afresh here).
+    fn restore_copied_state(&self, f: &Followed, start: i64) {
+        let name = f.part.name();
+        let (Some(reader), Some(view)) = (f.part.remote_reader.as_ref(), f.part.remote()) else { return };
+        let Some(seg) = view.segments.iter().rev().find(|s| s.end_offset + 1 == start) else { return };
+        let store = reader.store();
+        let snapshot = store.get(&format!("{}.snapshot", seg.stem));
+        let epochs = store.get(&format!("{}.leader-epoch-checkpoint", seg.stem));
+        let epoch = epochs.ok().and_then(|b| {
+            std::str::from_utf8(&b).ok()?.lines().skip(2).last()?.split_whitespace().next()?.parse::<i32>().ok()
+        });
+        let key = store.key(&seg.stem);
+        match snapshot
+            .map_err(|e| e.to_string())
+            .and_then(|b| f.part.log.restore_copied_state(start, &b, epoch).map_err(|e| e.to_string()))
+        {
+            Ok(true) => self.shared.event(
+                LogLine::INFO,
+                format!("{name}: producer state and leader epoch {epoch:?} restored from {key} at offset {start}"),
+            ),
+            Ok(false) => self.shared.event(
+                LogLine::WARNING,
+                format!("{name}: the producer snapshot of {key} does not fit offset {start}; not restored"),
+            ),
+            Err(e) => self.shared.event(
+                LogLine::WARNING,
+                format!("{name}: restoring the producer state from {key} failed, going on without it: {e}"),
+            ),
+        }
     }
 
     /// Where to truncate for a leader that ends `epoch` at `leader_end`: min(leader's end, our
