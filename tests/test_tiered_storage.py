@@ -397,3 +397,24 @@ def test_delete_records_into_the_remote_part(tmp_path: Path) -> None:
         rest = {k: v for k, v in model.items() if k[1] >= target}
         seen = read_all(bs, "dr", 1, rest)
         assert seen == rest
+
+
+def test_topic_describe_shows_the_tiered_and_the_local_part(tmp_path: Path) -> None:
+    """`logbroker topic describe`: the last copied offset and where the local log starts,
+    in the table and in --json."""
+    import json
+
+    from test_topic_cli import cli
+
+    with broker(tmp_path) as b:
+        bs = b.bootstrap_servers
+        with Admin(bs) as admin:
+            admin.create_topics([NewTopic("desc", 1, 1, dict(TIERED)), NewTopic("flat", 1, 1)])
+        produce_model(bs, "desc", 1, 150)
+        local = tiered_down(bs, "desc", 0, tmp_path / "d")
+        doc = json.loads(cli(bs, "describe", "--topic", "desc", "--json").stdout)
+        (p,) = doc[0]["partitions"]
+        assert (p["earliest_offset"], p["latest_tiered_offset"], p["earliest_local_offset"]) == (0, local - 1, local)
+        table = cli(bs, "describe", "--topic", "desc").stdout
+        assert "tiered to" in table and "local from" in table, table
+        assert "tiered to" not in cli(bs, "describe", "--topic", "flat").stdout

@@ -103,7 +103,8 @@ def describe_topics(
     timeout: float | None = None,
 ) -> list[dict[str, Any]]:
     """Each topic (all when `names` is None) with its partitions: leader, replicas, ISR,
-    earliest and latest offset (None where the leader does not answer), state (see
+    earliest and latest offset (None where the leader does not answer), the earliest local
+    and the latest tiered offset (tiered storage; -1 tiered: nothing copied), state (see
     `partition_state`), with `sizes` the bytes of the leader's replica (`size_bytes`) and of
     each replica; with `configs` the topic's configs."""
     found = admin.describe_topics(names, timeout=timeout)
@@ -111,6 +112,10 @@ def describe_topics(
     leaders = leaders_of(found)
     earliest = log_offsets(admin, leaders, "earliest", timeout)
     latest = log_offsets(admin, leaders, "latest", timeout)
+    # tiered storage (KIP-1005): where the local log starts, and the last copied offset
+    # (-1: none); None from a broker without ListOffsets v9
+    earliest_local = log_offsets(admin, leaders, "earliest_local", timeout)
+    latest_tiered = log_offsets(admin, leaders, "latest_tiered", timeout)
     held: dict[Key, dict[int, int]] = {}
     if sizes and leaders:
         held = replica_sizes(admin, hosting_brokers(admin, found, timeout), timeout)
@@ -128,6 +133,8 @@ def describe_topics(
                 "isr": p.isr,
                 "earliest_offset": earliest[key],
                 "latest_offset": latest[key],
+                "earliest_local_offset": earliest_local[key],
+                "latest_tiered_offset": latest_tiered[key],
                 "state": partition_state(p.leader, p.replicas, p.isr),
             }
             if sizes:

@@ -59,7 +59,10 @@ def add_parser(sub) -> None:
     lst = ts.add_parser("list", help="list topics")
     lst.add_argument("--internal", action="store_true", help="include internal topics (__consumer_offsets, ...)")
     lst.add_argument("--json", action="store_true")
-    d = ts.add_parser("describe", help="partitions with leaders, replicas, ISR and offsets")
+    d = ts.add_parser(
+        "describe",
+        help="partitions with leaders, replicas, ISR and offsets (tiered storage: the last copied offset and the local log start)",
+    )
     d.add_argument("--topic", action="append", default=[], help="a topic (repeatable; default: every topic)")
     d.add_argument("--configs", action="store_true", help="also every config of the topics")
     d.add_argument("--json", action="store_true")
@@ -265,25 +268,29 @@ def cmd_describe(admin, args) -> int:
         return 0
     for d in doc:
         n, parts = d["topic"], d["partitions"]
+        # tiered storage: the remote part [earliest, tiered up to] and where the local log starts
+        tiered = any((p.get("latest_tiered_offset") or -1) >= 0 for p in parts)
         rows = []
         for p in parts:
             e, ltst = p["earliest_offset"], p["latest_offset"]
-            rows.append(
-                [
-                    p["partition"],
-                    p["leader"],
-                    ",".join(map(str, p["replicas"])),
-                    ",".join(map(str, p["isr"])),
-                    "-" if e is None else e,
-                    "-" if ltst is None else ltst,
-                    ltst - e if e is not None and ltst is not None else "",
-                    "" if p["state"] == "ok" else p["state"],
-                ]
-            )
+            row = [
+                p["partition"],
+                p["leader"],
+                ",".join(map(str, p["replicas"])),
+                ",".join(map(str, p["isr"])),
+                "-" if e is None else e,
+                "-" if ltst is None else ltst,
+                ltst - e if e is not None and ltst is not None else "",
+            ]
+            if tiered:
+                lt, el = p.get("latest_tiered_offset"), p.get("earliest_local_offset")
+                row += ["-" if lt is None or lt < 0 else lt, "-" if el is None else el]
+            rows.append([*row, "" if p["state"] == "ok" else p["state"]])
         rf = len(parts[0]["replicas"]) if parts else 0
+        header = ["partition", "leader", "replicas", "isr", "earliest", "latest", "records"]
         _table(
             f"{n}: {len(parts)} partition(s), replication factor {rf}" + (" (internal)" if d["internal"] else ""),
-            ["partition", "leader", "replicas", "isr", "earliest", "latest", "records", "state"],
+            [*header, *(["tiered to", "local from"] if tiered else []), "state"],
             rows,
         )
         if args.configs:

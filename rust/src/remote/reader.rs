@@ -14,7 +14,8 @@
 //!    segment's `.txnindex` that overlap what is returned.
 //!
 //! Everything comes from `ByteCache`s (chunks; index files). A miss starts the GET on the
-//! store's runtime (plus the next chunk, read ahead) and the read returns `Pending`; the
+//! store's runtime (every chunk the read needs at once, and a fetch's worth after them, read
+//! ahead) and the read returns `Pending`; the
 //! partition is told when the bytes arrive (`ReadWaiter`) and the parked fetch reads again.
 //! So the network thread never waits on the store.
 
@@ -216,10 +217,6 @@ impl RemoteReader {
                 None => missing = true,
             }
         }
-        // read ahead: the chunk after these (a consumer reads on)
-        if (last + 1) * self.chunk_size < seg.size {
-            let _ = self.chunk(seg, last + 1, None);
-        }
         if missing {
             return Ok(None);
         }
@@ -249,17 +246,17 @@ impl RemoteReader {
         waiter: &Weak<dyn ReadWaiter>,
     ) -> RemoteRead {
         let r = self.read_inner(seg, offset, budget, min_one, read_committed, waiter);
-        match &r {
-            RemoteRead::Ready { records, .. } => {
-                self.stats.fetch_requests.fetch_add(1, Ordering::Relaxed);
-                self.stats.fetch_bytes.fetch_add(records.len() as u64, Ordering::Relaxed);
-            }
-            RemoteRead::Failed(_) => {
-                self.stats.fetch_errors.fetch_add(1, Ordering::Relaxed);
-            }
-            _ => {}
+        if let RemoteRead::Failed(_) = &r {
+            self.stats.fetch_errors.fetch_add(1, Ordering::Relaxed);
         }
         r
+    }
+
+    /// Counts what an answered Fetch carried from remote storage (a read the fetch then
+    /// parked and did again is counted once, when it is sent).
+    pub fn count_served(&self, reads: u64, bytes: u64) {
+        self.stats.fetch_requests.fetch_add(reads, Ordering::Relaxed);
+        self.stats.fetch_bytes.fetch_add(bytes, Ordering::Relaxed);
     }
 
     fn read_inner(
@@ -315,6 +312,25 @@ impl RemoteReader {
             pos += h.size();
         }
         let first = pos;
+        // Every chunk this read may need is asked for at once (one wait, not one per chunk
+        // boundary the batch walk crosses), and as many again after them without waiting:
+        // a consumer reading on finds its next fetch's bytes on their way or there.
+        let cs = self.chunk_size;
+        let need_end = (first + budget.max(HEADER_LEN as u64)).min(seg.size);
+        let ahead_end = (need_end + budget).min(seg.size);
+        let last_needed = need_end.saturating_sub(1) / cs;
+        let mut waiting = false;
+        for i in first / cs..=ahead_end.saturating_sub(1) / cs {
+            let needed = i <= last_needed;
+            match self.chunk(seg, i, needed.then(|| waiter.clone())) {
+                Ok(None) => waiting |= needed,
+                Err(why) if needed => return RemoteRead::Failed(why),
+                Ok(Some(_)) | Err(_) => {} // cached, or a read-ahead that failed (tried again when needed)
+            }
+        }
+        if waiting {
+            return RemoteRead::Pending;
+        }
         let mut end = pos;
         let mut last_offset = offset;
         while end < seg.size {

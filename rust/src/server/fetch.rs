@@ -132,6 +132,9 @@ pub struct PendingFetch {
     session_partitions: usize,
     /// A remote read made it wait (its deadline was pushed to `remote.fetch.max.wait.ms`).
     remote_waited: bool,
+    /// The partitions whose remote bytes it waits for, with their `remote_loads` count as
+    /// it read them (`remote_raced`).
+    remote_seen: Vec<(Arc<Partition>, u64)>,
 }
 
 /// One partition's read from remote storage.
@@ -361,6 +364,7 @@ pub fn handle(
             _ => 0,
         },
         remote_waited: false,
+        remote_seen: Vec::new(),
     };
     match pending.try_complete(table, sessions, false, logs)? {
         Some(chunks) => Ok(Outcome::Done(chunks, pending.throttle_ms)),
@@ -513,6 +517,12 @@ impl PendingFetch {
         RemoteOutcome::Read(0)
     }
 
+    /// Remote bytes it waits for arrived after it read and before it parked: it must read
+    /// again now (the wake-up came before its waiter was registered).
+    pub fn remote_raced(&self) -> bool {
+        self.remote_seen.iter().any(|(p, seen)| p.remote_loads() != *seen)
+    }
+
     pub fn resolved(&self) -> impl Iterator<Item = usize> + '_ {
         self.targets.iter().filter_map(|t| t.part.0.as_deref().map(super::expected_followers::identity))
     }
@@ -561,6 +571,8 @@ impl PendingFetch {
         let mut settled = vec![false; self.targets.len()];
         // some partition waits for bytes from remote storage
         let mut remote_pending = false;
+        let mut remote_seen = Vec::new();
+        let mut remote_served = (0u64, 0u64); // (partition reads, bytes) from remote storage
         for ((t, found), settled) in self.targets.iter().zip(found).zip(&mut settled) {
             let mut data = PartitionData {
                 partition_index: t.partition,
@@ -634,13 +646,19 @@ impl PendingFetch {
                             data.aborted_transactions = None;
                             errors = true;
                         } else if !(budget == 0 && total > 0) {
+                            let seen = part.remote_loads();
                             match self.read_remote(table, &part, r, t.fetch_offset, budget, total == 0, &mut data, logs)
                             {
                                 RemoteOutcome::Read(n) => {
                                     total += n;
                                     served.push((Arc::clone(&part), n));
+                                    remote_served.0 += u64::from(n > 0);
+                                    remote_served.1 += n;
                                 }
-                                RemoteOutcome::Pending => remote_pending = true,
+                                RemoteOutcome::Pending => {
+                                    remote_pending = true;
+                                    remote_seen.push((Arc::clone(&part), seen));
+                                }
                                 RemoteOutcome::Error => errors = true,
                             }
                         }
@@ -718,9 +736,13 @@ impl PendingFetch {
             self.deadline = self.deadline.max(now + wait);
         }
         let wait_remote = remote_pending && !errors && !expired && now < self.deadline;
+        self.remote_seen = remote_seen;
         if wait_remote || !(total >= min_bytes || errors || nothing_to_wait_on || expired || now >= self.deadline) {
             self.waiting_on = readable;
             return Ok(None);
+        }
+        if let (Some(reader), true) = (table.remote_reader(), remote_served.0 > 0) {
+            reader.count_served(remote_served.0, remote_served.1);
         }
         for (part, n) in served {
             let counter = if follower { &part.stats.replication_bytes_out } else { &part.stats.bytes_out };

@@ -474,6 +474,11 @@ impl NetworkLoop {
         let for_leo = parked.waits_for_leo();
         parked.for_each_partition(|part| part.add_waiter(id, for_leo));
         if let Parked::Fetch(f) = &parked {
+            if f.remote_raced() {
+                self.shared.table.wakeup().wake(vec![id]); // its remote bytes came meanwhile
+            }
+        }
+        if let Parked::Fetch(f) = &parked {
             if let Some(c) = f.changes() {
                 c.park(id); // its quiet partitions wake it through the session
             }

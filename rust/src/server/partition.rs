@@ -233,16 +233,26 @@ pub struct Partition {
     remote: RwLock<Option<Arc<RemoteLogView>>>,
     /// The broker's remote reader (its store), if tiered storage is on.
     pub remote_reader: Option<Arc<RemoteReader>>,
+    /// Remote loads this partition's fetches waited for that have finished (see `remote_read_done`).
+    remote_loads: std::sync::atomic::AtomicU64,
 }
 
 impl ReadWaiter for Partition {
-    /// Remote bytes a parked fetch waited for arrived: it reads again.
+    /// Remote bytes a parked fetch waited for arrived: it reads again. The count goes up
+    /// first, so a fetch that read before the bytes came and parks after they did sees it
+    /// moved (`remote_loads`) and is not left waiting for a wake-up that already happened.
     fn remote_read_done(&self) {
+        self.remote_loads.fetch_add(1, Ordering::SeqCst);
         self.wake_hw_waiters();
     }
 }
 
 impl Partition {
+    /// How many remote loads waited on by this partition's fetches have finished.
+    pub fn remote_loads(&self) -> u64 {
+        self.remote_loads.load(Ordering::SeqCst)
+    }
+
     /// The copied segments (tiered storage), if the topic is tiered.
     pub fn remote(&self) -> Option<Arc<RemoteLogView>> {
         self.remote.read().unwrap_or_else(PoisonError::into_inner).clone()
@@ -691,6 +701,7 @@ impl PartitionTable {
             stats: super::metrics::PartitionStats::default(),
             remote: RwLock::new(None),
             remote_reader: self.remote_reader.get().cloned(),
+            remote_loads: std::sync::atomic::AtomicU64::new(0),
         });
         let listener: Weak<dyn OffsetsListener> = Arc::downgrade(&p) as Weak<dyn OffsetsListener>;
         p.log.set_offsets_listener(listener);
