@@ -40,6 +40,31 @@ def broker(tmp_path: Path, url: str | None = None, **extra: str) -> logbroker.Br
     return logbroker.Broker(data_dir=tmp_path / "d", config=cfg)
 
 
+def moto_s3(bucket: str):
+    """moto's S3 server on loopback with `bucket` created: (server, the broker's rsm.config.* keys)."""
+    import boto3
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    boto3.client(
+        "s3",
+        endpoint_url=f"http://{host}:{port}",
+        aws_access_key_id="test",
+        aws_secret_access_key="test",
+        region_name="us-east-1",
+    ).create_bucket(Bucket=bucket)
+    keys = {
+        "rsm.config.aws_endpoint": f"http://{host}:{port}",
+        "rsm.config.aws_access_key_id": "test",
+        "rsm.config.aws_secret_access_key": "test",
+        "rsm.config.aws_region": "us-east-1",
+        "rsm.config.aws_allow_http": "true",
+    }
+    return server, keys
+
+
 def produce_model(
     bootstrap: str, topic: str, partitions: int, n: int, *, aborted_every: int = 0, acks: str = "1"
 ) -> dict:
@@ -178,28 +203,8 @@ def test_corrupt_remote_object_is_an_error_not_wrong_bytes(tmp_path: Path, caplo
 def test_s3_compatible_store(tmp_path: Path) -> None:
     """s3:// through moto's server on loopback, credentials as rsm.config.* keys, which
     DescribeConfigs does not show."""
-    from moto.server import ThreadedMotoServer
-
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
+    server, keys = moto_s3("tier")
     try:
-        host, port = server.get_host_and_port()
-        import boto3
-
-        boto3.client(
-            "s3",
-            endpoint_url=f"http://{host}:{port}",
-            aws_access_key_id="test",
-            aws_secret_access_key="test",
-            region_name="us-east-1",
-        ).create_bucket(Bucket="tier")
-        keys = {
-            "rsm.config.aws_endpoint": f"http://{host}:{port}",
-            "rsm.config.aws_access_key_id": "test",
-            "rsm.config.aws_secret_access_key": "test",
-            "rsm.config.aws_region": "us-east-1",
-            "rsm.config.aws_allow_http": "true",
-        }
         with broker(tmp_path, "s3://tier/logs", **keys) as b:
             with Admin(b.bootstrap_servers) as admin:
                 admin.create_topics([NewTopic("s3t", 1, 1, dict(TIERED))])
@@ -270,26 +275,9 @@ def test_object_store_outage_delays_copies_not_producers(tmp_path: Path) -> None
     everything is copied and readable from offset 0."""
     from moto.server import ThreadedMotoServer
 
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    import boto3
-
-    boto3.client(
-        "s3",
-        endpoint_url=f"http://{host}:{port}",
-        aws_access_key_id="test",
-        aws_secret_access_key="test",
-        region_name="us-east-1",
-    ).create_bucket(Bucket="out")
-    keys = {
-        "rsm.config.aws_endpoint": f"http://{host}:{port}",
-        "rsm.config.aws_access_key_id": "test",
-        "rsm.config.aws_secret_access_key": "test",
-        "rsm.config.aws_region": "us-east-1",
-        "rsm.config.aws_allow_http": "true",
-        "rsm.config.aws_retry_timeout": "1s",
-    }
+    server, keys = moto_s3("out")
+    port = server.get_host_and_port()[1]
+    keys["rsm.config.aws_retry_timeout"] = "1s"
     try:
         with broker(tmp_path, "s3://out/t", **keys) as b:
             bs = b.bootstrap_servers

@@ -235,23 +235,6 @@ impl RemoteReader {
         Ok(Some(out.freeze()))
     }
 
-    /// One partition's read from `seg` at `offset` (see the module doc).
-    pub fn read(
-        self: &Arc<Self>,
-        seg: &RemoteSegment,
-        offset: i64,
-        budget: u64,
-        min_one: bool,
-        read_committed: bool,
-        waiter: &Weak<dyn ReadWaiter>,
-    ) -> RemoteRead {
-        let r = self.read_inner(seg, offset, budget, min_one, read_committed, waiter);
-        if let RemoteRead::Failed(_) = &r {
-            self.stats.fetch_errors.fetch_add(1, Ordering::Relaxed);
-        }
-        r
-    }
-
     /// Counts what an answered Fetch carried from remote storage (a read the fetch then
     /// parked and did again is counted once, when it is sent).
     pub fn count_served(&self, reads: u64, bytes: u64) {
@@ -259,7 +242,13 @@ impl RemoteReader {
         self.stats.fetch_bytes.fetch_add(bytes, Ordering::Relaxed);
     }
 
-    fn read_inner(
+    /// Counts a partition read from remote storage answered with an error.
+    pub fn count_error(&self) {
+        self.stats.fetch_errors.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// One partition's read from `seg` at `offset` (see the module doc).
+    pub fn read(
         self: &Arc<Self>,
         seg: &RemoteSegment,
         offset: i64,

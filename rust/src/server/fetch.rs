@@ -154,6 +154,14 @@ pub enum Outcome {
     Wait(Box<PendingFetch>),
 }
 
+/// Aborted transactions as a read_committed answer lists them (the log's or a remote copy's).
+fn aborted_of(aborted: Vec<crate::producer_state::AbortedTxn>) -> Vec<AbortedTransaction> {
+    aborted
+        .into_iter()
+        .map(|a| AbortedTransaction { producer_id: a.producer_id, first_offset: a.first_offset, ..Default::default() })
+        .collect()
+}
+
 fn target_of(topic: &str, topic_id: Uuid, p: &FetchPartition, version: i16) -> Target {
     Target {
         topic: topic.to_owned(),
@@ -495,23 +503,17 @@ impl PendingFetch {
                 RemoteRead::Ready { records, aborted } => {
                     let n = records.len() as u64;
                     if self.read_committed {
-                        data.aborted_transactions = Some(
-                            aborted
-                                .into_iter()
-                                .map(|a| AbortedTransaction {
-                                    producer_id: a.producer_id,
-                                    first_offset: a.first_offset,
-                                    ..Default::default()
-                                })
-                                .collect(),
-                        );
+                        data.aborted_transactions = Some(aborted_of(aborted));
                     }
                     data.records = Some(Records::Bytes(records));
                     return RemoteOutcome::Read(n);
                 }
                 RemoteRead::Pending => return RemoteOutcome::Pending,
                 RemoteRead::Empty => at = seg.end_offset + 1,
-                RemoteRead::Failed(why) => return fail(data, logs, code::KAFKA_STORAGE_ERROR, why),
+                RemoteRead::Failed(why) => {
+                    reader.count_error();
+                    return fail(data, logs, code::KAFKA_STORAGE_ERROR, why);
+                }
             }
         }
         RemoteOutcome::Read(0)
@@ -687,16 +689,8 @@ impl PendingFetch {
                                     // only the aborts overlapping the returned batches (up to the
                                     // LSO if the segment went away meanwhile)
                                     let end = lg.offset_after(&region).ok().flatten().map_or(upper, |e| e.min(upper));
-                                    data.aborted_transactions = Some(
-                                        lg.aborted_transactions(t.fetch_offset, end)
-                                            .into_iter()
-                                            .map(|a| AbortedTransaction {
-                                                producer_id: a.producer_id,
-                                                first_offset: a.first_offset,
-                                                ..Default::default()
-                                            })
-                                            .collect(),
-                                    );
+                                    data.aborted_transactions =
+                                        Some(aborted_of(lg.aborted_transactions(t.fetch_offset, end)));
                                 }
                                 data.records = Some(Records::File(region));
                             }

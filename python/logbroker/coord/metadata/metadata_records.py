@@ -551,12 +551,18 @@ def _copied_segment(
     )
 
 
-def _remote_log_segment(delta: MetadataDelta, rec: dict) -> None:
+def _record_partition(delta: MetadataDelta, rec: dict, kind: str) -> tuple[TopicState, int, PartitionState]:
+    """The topic, partition index and partition state a tiered-storage record names (which must exist)."""
     t = _topic(delta, rec)
-    p = _integer(f"RemoteLogSegment record for topic {t.name}", "partition", rec["partition"])
+    p = _integer(f"{kind} record for topic {t.name}", "partition", rec["partition"])
     ps = t.partitions.get(p)
     if ps is None:
-        raise MetadataRecordError(f"RemoteLogSegment record for {t.name}-{p}, which does not exist")
+        raise MetadataRecordError(f"{kind} record for {t.name}-{p}, which does not exist")
+    return t, p, ps
+
+
+def _remote_log_segment(delta: MetadataDelta, rec: dict) -> None:
+    t, p, ps = _record_partition(delta, rec, "RemoteLogSegment")
     try:
         segment_id = uuid.UUID(hex=rec["segment_id"])
     except (TypeError, ValueError, AttributeError):
@@ -618,11 +624,7 @@ def _remote_log_segment(delta: MetadataDelta, rec: dict) -> None:
 
 
 def _remote_log_start_offset(delta: MetadataDelta, rec: dict) -> None:
-    t = _topic(delta, rec)
-    p = _integer(f"RemoteLogStartOffset record for topic {t.name}", "partition", rec["partition"])
-    ps = t.partitions.get(p)
-    if ps is None:
-        raise MetadataRecordError(f"RemoteLogStartOffset record for {t.name}-{p}, which does not exist")
+    t, p, ps = _record_partition(delta, rec, "RemoteLogStartOffset")
     where = f"RemoteLogStartOffset of {t.name}-{p}"
     offset = _integer(where, "offset", rec["offset"])
     if rec.get("restore") is not True:
