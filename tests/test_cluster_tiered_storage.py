@@ -1,18 +1,74 @@
-"""Tiered storage in a three-node cluster (RF 3): only the leader copies, every replica
-deletes locally what is copied, a new leader after a SIGKILL goes on copying after the
-last copy (no gap, nothing copied twice), and a replica that lost its data catches up
-from the leader's local part only (OFFSET_MOVED_TO_TIERED_STORAGE), back in the ISR."""
+"""Tiered storage in a three-node cluster (RF 3) on an S3-compatible store: only the leader
+copies, every replica deletes locally what is copied, a leader killed (SIGKILL) in the
+middle of an upload leaves a copy the new leader cleans up before it goes on copying after
+the last finished copy (no gap, nothing copied twice), and a replica that lost its data
+catches up from the leader's local part only (OFFSET_MOVED_TO_TIERED_STORAGE), back in the
+ISR."""
 
 from __future__ import annotations
 
 import shutil
+import socket
+import threading
 from pathlib import Path
 
 import pytest
-from test_tiered_storage import FAST, TIERED, offsets, produce_model, read_all, wait_for
+from test_tiered_storage import FAST, TIERED, moto_s3, offsets, produce_model, read_all, wait_for
 
 import logbroker
 from logbroker import Admin, NewTopic
+
+
+class StallingRelay:
+    """A TCP relay in front of the object store that can hold every request (bytes from the
+    brokers wait, on open connections and new ones) until `heal()`: an upload in flight."""
+
+    def __init__(self, upstream: tuple[str, int]) -> None:
+        self.upstream = upstream
+        self.go = threading.Event()
+        self.go.set()
+        self.held: list[bytes] = []
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def stall(self) -> None:
+        self.held.clear()
+        self.go.clear()
+
+    def heal(self) -> None:
+        self.go.set()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                a, _ = self.listener.accept()
+            except OSError:
+                return
+            b = socket.create_connection(self.upstream)
+            threading.Thread(target=self._pump, args=(a, b, True), daemon=True).start()
+            threading.Thread(target=self._pump, args=(b, a, False), daemon=True).start()
+
+    def _pump(self, src: socket.socket, dst: socket.socket, requests: bool) -> None:
+        try:
+            while data := src.recv(65536):
+                if requests and not self.go.is_set():
+                    self.held.append(data[:64])
+                    self.go.wait()
+                dst.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for s in (src, dst):
+                try:
+                    s.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+                s.close()
+
+    def close(self) -> None:
+        self.heal()
+        self.listener.close()
 
 
 def describe(bs: str, topic: str):
@@ -26,8 +82,24 @@ def local_logs(node, topic: str) -> list[int]:
 
 @pytest.mark.timeout(300)
 def test_leader_copies_failover_goes_on_and_an_emptied_replica_catches_up(tmp_path: Path) -> None:
-    remote = tmp_path / "remote"
-    config = {"remote.log.storage.system.enable": "true", "remote.log.storage.url": remote.as_uri(), **FAST}
+    server, keys = moto_s3("tier")
+    host, port = server.get_host_and_port()
+    relay = StallingRelay((host, port))
+    keys["rsm.config.aws_endpoint"] = f"http://127.0.0.1:{relay.port}"
+    config = {
+        "remote.log.storage.system.enable": "true",
+        "remote.log.storage.url": "s3://tier/cluster",
+        **keys,
+        **FAST,
+    }
+    try:
+        run(tmp_path, config, relay)
+    finally:
+        relay.close()
+        server.stop()
+
+
+def run(tmp_path: Path, config: dict, relay: StallingRelay) -> None:
     with logbroker.Cluster(3, data_dir=tmp_path / "c", config=config) as cluster:
         bs = cluster.bootstrap_servers
         with Admin(bs) as admin:
@@ -46,7 +118,12 @@ def test_leader_copies_failover_goes_on_and_an_emptied_replica_catches_up(tmp_pa
         assert copies[leader] > 0 and sum(copies.values()) == copies[leader], copies
         copied_before = offsets(bs, "ct", 0, "latest_tiered")
 
+        # the leader is killed while it uploads a segment (the store holds its request)
+        relay.stall()
+        model.update(produce_model(bs, "ct", 1, 60, acks="all"))
+        wait_for(lambda: any(h.startswith(b"PUT ") for h in relay.held), what="an upload in flight")
         cluster.node(leader).kill()
+        relay.heal()
         survivor = next(n for n in cluster.nodes if n.node_id != leader)
         sbs = survivor.bootstrap_servers
         wait_for(lambda: describe(sbs, "ct").leader not in (leader, -1), what="a new leader")
@@ -55,7 +132,10 @@ def test_leader_copies_failover_goes_on_and_an_emptied_replica_catches_up(tmp_pa
         last = max(o for _, o in more)
         wait_for(lambda: offsets(sbs, "ct", 0, "latest_tiered") > last - 60, what="copies by the new leader")
         new_leader = describe(sbs, "ct").leader
-        assert cluster.node(new_leader).log_text().count("tiered storage: copied ct-0") > 0
+        text = cluster.node(new_leader).log_text()
+        assert text.count("tiered storage: copied ct-0") > 0
+        # the copy the kill cut short (COPY_SEGMENT_STARTED) was deleted, not served
+        assert "tiered storage: deleted ct-0 remote segment" in text, "the cut copy cleaned up"
         assert offsets(sbs, "ct", 0, "latest_tiered") > copied_before
         # no offset is served twice and none is missing, across both leaders' copies
         assert read_all(sbs, "ct", 1, model) == model

@@ -274,3 +274,72 @@ def test_pattern_new_partitions_and_fail_on_data_loss(spark, tmp_path):
         with pytest.raises(Exception, match="no longer available"):
             read("true").collect()
         assert sorted(r.value for r in read("false").collect()) == [b"x3", b"x4"]
+
+
+def test_both_sources_read_a_tiered_topic_from_offset_zero(spark, tmp_path):
+    """Tiered storage is transparent to Spark: the logbroker source and Spark's own Kafka
+    source read every record of a topic whose local log kept only its active segment,
+    with its key, value, offset, timestamp and headers, from the remote copies."""
+    import time
+
+    import logbroker
+    from logbroker import Admin, NewTopic, Producer, TopicPartition
+
+    cfg = {
+        "remote.log.storage.system.enable": "true",
+        "remote.log.storage.url": (tmp_path / "remote").as_uri(),
+        "remote.log.manager.task.interval.ms": "200",
+        "log.retention.check.interval.ms": "200",
+    }
+    # retention.ms -1: the records carry 2023 timestamps, which 7 days of retention would expire
+    tiered = {
+        "remote.storage.enable": "true",
+        "segment.bytes": "4096",
+        "local.retention.bytes": "1",
+        "retention.ms": "-1",
+    }
+    with logbroker.Broker(data_dir=tmp_path / "d", config=cfg) as b:
+        bs = b.bootstrap_servers
+        with Admin(bs) as admin:
+            admin.create_topics([NewTopic("sp-tier", 2, 1, tiered)])
+        want = {}
+        with Producer(bs, linger_ms=5) as p:
+            for i in range(600):
+                md = p.send(
+                    "sp-tier",
+                    f"value-{i}-{'x' * 40}".encode(),
+                    key=f"k{i}".encode(),
+                    partition=i % 2,
+                    timestamp=1_700_000_000_000 + i,
+                    headers=[("h", f"{i}".encode())],
+                ).result(10)
+                want[(md.partition, md.offset)] = (f"k{i}".encode(), f"value-{i}-{'x' * 40}".encode(), f"{i}".encode())
+        deadline = time.monotonic() + 60
+        with Admin(bs) as admin:
+            while True:
+                local = admin.list_offsets({("sp-tier", q): "earliest_local" for q in (0, 1)})
+                if all(local[TopicPartition("sp-tier", q)][0] > 200 for q in (0, 1)):
+                    break
+                assert time.monotonic() < deadline, f"local log starts {local}"
+                time.sleep(0.2)
+        ours = (
+            spark.read.format("logbroker")
+            .option("bootstrap.servers", bs)
+            .option("subscribe", "sp-tier")
+            .option("includeHeaders", "true")
+            .load()
+        )
+        theirs = (
+            spark.read.format("kafka")
+            .option("kafka.bootstrap.servers", bs)
+            .option("subscribe", "sp-tier")
+            .option("startingOffsets", "earliest")
+            .option("includeHeaders", "true")
+            .load()
+        )
+        for name, df in (("logbroker", ours), ("kafka", theirs)):
+            rows = df.select("key", "value", "partition", "offset", "timestamp", "headers").collect()
+            got = {(r.partition, r.offset): (bytes(r.key), bytes(r.value), bytes(r.headers[0].value)) for r in rows}
+            assert got == want, f"the {name} source"
+            stamps = sorted(int(r.timestamp.timestamp() * 1000) for r in rows)
+            assert stamps == [1_700_000_000_000 + i for i in range(600)], f"the {name} source's timestamps"

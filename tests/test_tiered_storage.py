@@ -8,6 +8,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from conftest import needs_java
+
 import logbroker
 from logbroker import Admin, NewTopic, Producer, TopicPartition
 from logbroker.coord.metadata.metadata_records import MetadataRecordError  # noqa: F401  (records exist)
@@ -343,6 +345,71 @@ def test_librdkafka_and_kafka_python_read_from_offset_zero(tmp_path: Path) -> No
         assert got == want
 
 
+@needs_java
+def test_java_consumer_reads_from_offset_zero(tmp_path: Path) -> None:
+    """Apache Kafka's own consumer (ConsoleConsumer, read_committed) reads every committed
+    record from offset 0, with its key, value, headers and timestamp, and no aborted one,
+    after the local log kept only its active segment."""
+    import subprocess
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from benches.peers.kafka import install
+
+    tools = install()
+    with broker(tmp_path) as b:
+        bs = b.bootstrap_servers
+        with Admin(bs) as admin:
+            admin.create_topics([NewTopic("jv", 1, 1, dict(TIERED))])
+        model = produce_model(bs, "jv", 1, 300, aborted_every=60)
+        local = tiered_down(bs, "jv", 0, tmp_path / "d")
+        args = ["--bootstrap-server", bs, "--topic", "jv", "--from-beginning", "--isolation-level", "read_committed"]
+        args += ["--max-messages", str(len(model)), "--timeout-ms", "60000"]
+        for prop in ("print.offset", "print.timestamp", "print.headers", "print.key"):
+            args += ["--formatter-property", f"{prop}=true"]
+        r = subprocess.run(
+            tools.tools_java("org.apache.kafka.tools.consumer.ConsoleConsumer", args), capture_output=True, timeout=120
+        )
+        assert r.returncode == 0, r.stderr.decode()[-3000:]
+        got = {}
+        for line in r.stdout.decode().splitlines():
+            ts, offset, headers, key, value = line.split("\t")
+            hs = (
+                []
+                if headers == "NO_HEADERS"
+                else [(k, v.encode()) for k, v in (h.split(":") for h in headers.split(","))]
+            )
+            got[(0, int(offset.removeprefix("Offset:")))] = (
+                key.encode(),
+                value.encode(),
+                hs,
+                int(ts.removeprefix("CreateTime:")),
+            )
+        assert min(o for _, o in got) < local, "the first records read were remote"
+        assert got == model
+
+
+def test_remote_fetch_quota_slows_remote_reads(tmp_path: Path) -> None:
+    """remote.log.manager.fetch.max.bytes.per.second (KIP-956): reads from remote storage
+    go no faster than the quota (fetches meanwhile carry no remote records, counted as
+    throttled), and every record still arrives."""
+    quota = 16384
+    with broker(tmp_path, **{"remote.log.manager.fetch.max.bytes.per.second": str(quota)}) as b:
+        bs = b.bootstrap_servers
+        with Admin(bs) as admin:
+            admin.create_topics([NewTopic("fq", 1, 1, dict(TIERED))])
+        model = produce_model(bs, "fq", 1, 500)
+        tiered_down(bs, "fq", 0, tmp_path / "d")
+        remote_bytes = sum(q.stat().st_size for q in (tmp_path / "remote").glob("fq-*/0/*.log"))
+        assert remote_bytes > 3 * quota
+        t0 = time.monotonic()
+        assert read_all(bs, "fq", 1, model) == model
+        elapsed = time.monotonic() - t0
+        # a second's worth may come at once (the bucket starts full), the rest at the rate
+        assert elapsed >= 0.8 * (remote_bytes - quota) / quota, (elapsed, remote_bytes)
+        assert b.server.replicas.remote.stats()["fetch_throttled"] > 0
+
+
 def test_delete_records_into_the_remote_part(tmp_path: Path) -> None:
     """DeleteRecords below the local log start: the log start offset becomes that offset
     on the broker (ListOffsets, Fetch), reads below it are out of range, and the remote
@@ -389,12 +456,13 @@ def test_delete_records_into_the_remote_part(tmp_path: Path) -> None:
 
 def test_topic_describe_shows_the_tiered_and_the_local_part(tmp_path: Path) -> None:
     """`logbroker topic describe`: the last copied offset and where the local log starts,
-    in the table and in --json."""
+    in the table and in --json; the console: local and remote size per partition."""
     import json
 
+    from test_console import ok
     from test_topic_cli import cli
 
-    with broker(tmp_path) as b:
+    with broker(tmp_path, **{"console.listen": "127.0.0.1:0"}) as b:
         bs = b.bootstrap_servers
         with Admin(bs) as admin:
             admin.create_topics([NewTopic("desc", 1, 1, dict(TIERED)), NewTopic("flat", 1, 1)])
@@ -406,3 +474,16 @@ def test_topic_describe_shows_the_tiered_and_the_local_part(tmp_path: Path) -> N
         table = cli(bs, "describe", "--topic", "desc").stdout
         assert "tiered to" in table and "local from" in table, table
         assert "tiered to" not in cli(bs, "describe", "--topic", "flat").stdout
+        # the console: the remote bytes are the copies' (their .log objects), the local the log's
+        remote_logs = sum(q.stat().st_size for q in (tmp_path / "remote").glob("desc-*/0/*.log"))
+        detail = ok(b.console_url, "GET", "/api/topics/desc")
+        (p,) = detail["partitions"]
+        assert p["remote_size_bytes"] == remote_logs > 0 and p["earliest_local_offset"] == local
+        assert 0 < p["size_bytes"] < remote_logs
+        local_bytes = sum(q.stat().st_size for q in (tmp_path / "d" / "desc-0").glob("*.log"))
+        with Admin(bs) as admin:  # kafka-log-dirs: the local size, as Kafka reports it
+            assert admin.describe_log_dirs(b.server.node_id)[TopicPartition("desc", 0)] == local_bytes
+        [row] = [t for t in ok(b.console_url, "GET", "/api/topics") if t["topic"] == "desc"]
+        assert row["remote_size_bytes"] == remote_logs
+        [flat] = [t for t in ok(b.console_url, "GET", "/api/topics") if t["topic"] == "flat"]
+        assert flat["remote_size_bytes"] is None or flat["remote_size_bytes"] == 0

@@ -296,6 +296,13 @@ class Log:
         """Tiered storage: the last offset copied (-1: none); retention deletes no local segment above it."""
     @highest_remote_offset.setter
     def highest_remote_offset(self, offset: int) -> None: ...
+    @property
+    def remote_log_start(self) -> int:
+        """Tiered storage: the first offset of the remote copies (-1: none); below the local log start the cleaner keeps tombstones."""
+    @remote_log_start.setter
+    def remote_log_start(self, offset: int) -> None: ...
+    def cleaned_segments(self) -> list[tuple[int, int, int]]:
+        """(base offset, last offset, bytes) of the rolled segments the cleaner has cleaned, below the LSO: a compacted topic's copies."""
     def upload_info(self, base_offset: int) -> tuple[int, int, int, int, list[tuple[int, int]]] | None:
         """(base_offset, end_offset, size_bytes, max_timestamp, [(epoch, start)]) of a rolled segment; None if none."""
     def upload_candidates(self, from_offset: int) -> list[tuple[int, int]]:
@@ -558,6 +565,7 @@ class RemoteStorage:
         index_cache_bytes: int = 1073741824,
         chunk_size: int = 4194304,
         fetch_max_wait_ms: int = 500,
+        fetch_max_bytes_per_second: int = ...,
     ) -> RemoteStorage: ...
     @property
     def url(self) -> str:

@@ -151,6 +151,8 @@ pub(crate) struct CleanContext<'a> {
     /// Producer id → last offset of its last batch (producer state).
     pub producer_last_offsets: &'a HashMap<i64, i64>,
     pub aborted: &'a AbortedRanges,
+    /// Tiered storage holds records the cleaner cannot see: tombstones are never dropped.
+    pub keep_tombstones: bool,
 }
 
 /// The aborted transactions of the cleanable range, by producer id: `(first offset, marker
@@ -286,7 +288,7 @@ fn filter_batch(
         let latest = r.key.is_some_and(|k| cx.map.get(k).is_none_or(|&l| offset >= l));
         let keep = if !latest {
             false
-        } else if r.value.is_none() && horizon.is_some_and(|hz| cx.now_ms >= hz) {
+        } else if r.value.is_none() && !cx.keep_tombstones && horizon.is_some_and(|hz| cx.now_ms >= hz) {
             tombstones_removed += 1;
             false
         } else {

@@ -471,3 +471,31 @@ fn an_open_transaction_is_never_cleaned() {
     );
     assert_eq!(log.first_unstable_offset(), Some(first));
 }
+
+#[test]
+fn tiered_tombstones_stay_while_records_are_only_remote() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = open(dir.path(), LogConfig { remote_storage_enable: true, ..compact_config(300) });
+    put(&log, "a", Some("1"), 10);
+    put(&log, "x", Some("1"), 10);
+    let tomb = put(&log, "a", None, 10);
+    for i in 0..10 {
+        put(&log, "c", Some(&format!("{i}")), 10);
+    }
+    log.compact(5_000, true).unwrap();
+    let cleaned = log.cleaned_segments().unwrap();
+    assert!(!cleaned.is_empty(), "cleaned segments are what tiering copies");
+    assert!(cleaned.windows(2).all(|w| w[0].1 + 1 == w[1].0), "contiguous: {cleaned:?}");
+    assert!(cleaned.iter().all(|&(b, e, n)| b <= e && n > 0));
+    // The first offset is only remote now (local retention removed it): the tombstone stays
+    // past its horizon, or an older remote value of "a" would come back.
+    log.set_highest_remote_offset(cleaned.last().unwrap().1);
+    log.set_remote_log_start(0);
+    log.delete_records_before(1).unwrap();
+    assert_eq!(log.compact(7_000, true).unwrap().tombstones_removed, 0);
+    assert!(all(&log).iter().any(|r| r.offset == tomb && r.value.is_none()));
+    assert_eq!(log.compact(8_000, false).unwrap().segments_cleaned, 0, "a kept horizon starts no pass");
+    // Nothing only remote any more (the copies start at the local log start): it goes.
+    log.set_remote_log_start(log.log_start_offset());
+    assert_eq!(log.compact(9_000, true).unwrap().tombstones_removed, 1);
+}

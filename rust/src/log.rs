@@ -184,6 +184,8 @@ pub(crate) struct CompactionPlan {
     /// Aborted transactions overlapping the range: their records are removed.
     aborted: Vec<AbortedTxn>,
     generation: u64,
+    /// Tiered storage holds records below the local log start: no tombstone is dropped.
+    keep_tombstones: bool,
 }
 
 /// A rolled segment as tiered storage copies it (`Log::upload_segment`, `remote/upload.rs`).
@@ -328,6 +330,10 @@ pub(crate) struct Inner {
     /// (-1: none, or not known yet after an open), set by the control plane from the
     /// metadata log. Retention deletes no local segment above it.
     pub highest_remote_offset: i64,
+    /// Tiered storage: the first offset of the remote copies (-1: none). Below the local log
+    /// start it means records exist only remotely, which the cleaner cannot see: it then
+    /// keeps tombstones (a dropped one would let an older remote value of its key come back).
+    pub remote_log_start: i64,
 }
 
 /// The partition directory of a log, from nothing to durable.
@@ -1327,6 +1333,31 @@ impl Log {
         self.lock().highest_remote_offset
     }
 
+    /// Tiered storage: the first offset of the remote copies (see `Inner::remote_log_start`).
+    pub fn set_remote_log_start(&self, offset: i64) {
+        self.lock().remote_log_start = offset;
+    }
+
+    pub fn remote_log_start(&self) -> i64 {
+        self.lock().remote_log_start
+    }
+
+    /// Tiered storage of a compacted topic: the rolled segments the cleaner has cleaned
+    /// (entirely below the cleaner checkpoint and the last stable offset), oldest first, as
+    /// `(base offset, last offset, size)`. The cleaner's output is what is copied: a segment
+    /// a later pass rewrites comes back here with another size or range and is copied again,
+    /// its earlier copies then being obsolete.
+    pub fn cleaned_segments(&self) -> Result<Vec<(i64, i64, u64)>> {
+        let g = self.lock_open()?;
+        let lso = g.producers.first_unstable_offset().unwrap_or(i64::MAX).min(g.high_watermark);
+        let limit = lso.min(g.cleaner_checkpoint);
+        Ok(g.segments
+            .windows(2)
+            .filter(|w| w[1].base_offset <= limit && w[0].size > 0 && w[1].base_offset > g.log_start_offset)
+            .map(|w| (w[0].base_offset, w[1].base_offset - 1, w[0].size))
+            .collect())
+    }
+
     /// Tiered storage, a follower whose log restarted (empty) at `start` after the last
     /// copied offset: the producer state and leader epoch the copy of the segment ending
     /// just before it recorded (its `.snapshot`, taken at `start`, and the last entry of its
@@ -1453,6 +1484,7 @@ impl Log {
             map: &map,
             producer_last_offsets: &plan.producer_last_offsets,
             aborted: &aborted,
+            keep_tombstones: plan.keep_tombstones,
         };
         let mut counts = cleaner::Counts::default();
         let mut groups = Vec::new();
@@ -1623,7 +1655,11 @@ impl Log {
                 }
             }
         }
-        let horizon_due = g.earliest_horizon.is_some_and(|h| now_ms >= h);
+        // Records only in remote storage may hold older values of a tombstone's key, which the
+        // cleaner cannot remove: the tombstone stays (and its horizon starts no pass).
+        let keep_tombstones =
+            config.remote_storage_enable && g.remote_log_start >= 0 && g.remote_log_start < g.log_start_offset;
+        let horizon_due = !keep_tombstones && g.earliest_horizon.is_some_and(|h| now_ms >= h);
         if !(force || horizon_due || (dirty > 0 && (dirty_ratio >= config.min_cleanable_dirty_ratio || lag_due))) {
             return Ok(Planned::Skip { dirty_ratio });
         }
@@ -1658,6 +1694,7 @@ impl Log {
             producer_last_offsets,
             aborted,
             generation: g.generation,
+            keep_tombstones,
         }))
     }
 

@@ -146,6 +146,7 @@ impl Loaded {
             swept_at: 0,
             dir_state,
             highest_remote_offset: -1,
+            remote_log_start: -1,
         }
     }
 

@@ -279,6 +279,12 @@ class MetricsServer:
             "logbroker_remote_cache_hits_total", "counter", "Remote reads served from the caches.", st["cache_hits"]
         )
         out.one("logbroker_remote_cache_misses_total", "counter", "Remote reads that had to GET.", st["cache_misses"])
+        out.one(
+            "logbroker_remote_fetch_throttled_total",
+            "counter",
+            "Partition reads from remote storage skipped: remote.log.manager.fetch.max.bytes.per.second used up.",
+            st["fetch_throttled"],
+        )
         rows = [
             (p, rlm.lag.get((p.topic, p.index), (0, 0)), rlm.remote_size(p))
             for p in list(replicas.partitions.values())

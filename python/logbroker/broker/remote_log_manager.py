@@ -21,6 +21,13 @@ topic has `remote.storage.enable=true`:
 3. remote retention: copied segments entirely older than `retention.ms`, beyond
    `retention.bytes` of the whole log (remote plus local), or below the log start offset
    are deleted, oldest first.
+A compacted topic (`cleanup.policy` with `compact`) copies what the cleaner wrote: each
+rolled segment the cleaner has cleaned (`Log.cleaned_segments`) that has no copy of the same
+offsets and size. A later pass that rewrites segments (merging them, removing records they
+held) brings the result back with another range or size: it is copied, and the copies it
+replaces (their offsets inside its range) are deleted as obsolete. What local retention has
+already removed is compacted no further; the cleaner then keeps tombstones, so no older
+remote value of a deleted key comes back (`Log.remote_log_start`; docs/decisions.md).
 Every replica (leader or follower) is told at each metadata change of its partition's
 copied segments: the data path's remote view (`RemoteStorage.set_segments`) and the log's
 highest remote offset, which bounds local retention.
@@ -112,6 +119,7 @@ class RemoteLogManager:
             index_cache_bytes=config.get_int("remote.log.index.file.cache.total.size.bytes"),
             chunk_size=config.get_int("remote.log.chunk.size.bytes"),
             fetch_max_wait_ms=config.get_int("remote.fetch.max.wait.ms"),
+            fetch_max_bytes_per_second=config.get_int("remote.log.manager.fetch.max.bytes.per.second"),
         )
 
     def tiered(self, topic: str) -> bool:
@@ -144,6 +152,7 @@ class RemoteLogManager:
         if not self.tiered(p.topic):
             self.storage.set_segments(p.core, None, -1)
             p.log.highest_remote_offset = -1
+            p.log.remote_log_start = -1
             return
         segs = [s for s in image.remote_segments_of(p.topic_id, p.index) if s.state == COPY_FINISHED]
         floor = image.remote_log_start.get((p.topic_id, p.index), 0)  # DeleteRecords
@@ -158,6 +167,7 @@ class RemoteLogManager:
         start = view[0][0] if view else -1
         self.storage.set_segments(p.core, view, start)
         p.log.highest_remote_offset = last_end
+        p.log.remote_log_start = start
 
     @staticmethod
     def _stem(p, s) -> str:
@@ -253,6 +263,8 @@ class RemoteLogManager:
         key = (p.topic, p.index)
         if self.replicas._topic_config(p.topic, "remote.log.copy.disable"):
             self.lag.pop(key, None)
+        elif "compact" in str(self.replicas._topic_config(p.topic, "cleanup.policy")):
+            await self._copy_cleaned(p, segs)
         else:
             todo = await trio.to_thread.run_sync(p.log.upload_candidates, copied_end + 1)
             self.lag[key] = (sum(n for _, n in todo), len(todo))
@@ -263,6 +275,37 @@ class RemoteLogManager:
                 self.lag[key] = (sum(n for _, n in rest), len(rest))
         # 3. remote retention
         await self._expire(p)
+
+    async def _copy_cleaned(self, p, finished: list) -> None:
+        """A compacted topic: copy each cleaned segment without a copy of the same offsets
+        and size, oldest first, then delete the copies it makes obsolete."""
+        key = (p.topic, p.index)
+        have = {(s.base_offset, s.end_offset, s.size_bytes) for s in finished}
+        cleaned = await trio.to_thread.run_sync(p.log.cleaned_segments)
+        todo = [c for c in cleaned if c not in have]
+        self.lag[key] = (sum(n for *_, n in todo), len(todo))
+        floor = self.replicas._image.remote_log_start.get((p.topic_id, p.index), 0)
+        for i, (base, end, size) in enumerate(todo):
+            await self.copy_quota.take(size)
+            end = await self._copy(p, base, floor - 1)
+            if end < base:
+                continue  # deleted meanwhile: the next pass sees what is there
+            for s in finished:
+                if base <= s.base_offset and s.end_offset <= end:
+                    await self._delete(p, s)
+                    log.info(
+                        "tiered storage: %s remote segment %d..%d made obsolete by compaction (its offsets are "
+                        "in the cleaned copy of %d..%d)",
+                        p.name,
+                        s.start_offset,
+                        s.end_offset,
+                        base,
+                        end,
+                        extra=fields(topic=p.topic, partition=p.index, offset=s.start_offset),
+                    )
+            finished = [s for s in finished if not (base <= s.base_offset and s.end_offset <= end)]
+            rest = todo[i + 1 :]
+            self.lag[key] = (sum(n for *_, n in rest), len(rest))
 
     async def _copy(self, p, base: int, copied_end: int) -> int:
         """Copies the rolled segment at `base`: COPY_SEGMENT_STARTED with its bounds (so a
@@ -319,7 +362,7 @@ class RemoteLogManager:
 
     async def _expire(self, p) -> None:
         """Remote retention: whole copied segments beyond retention.ms / retention.bytes of
-        the whole log, or below the log start offset, oldest first."""
+        the whole log (with cleanup.policy delete), or below the log start offset, oldest first."""
         segs = [s for s in self.replicas._image.remote_segments_of(p.topic_id, p.index) if s.state == COPY_FINISHED]
         if not segs:
             return
@@ -327,8 +370,8 @@ class RemoteLogManager:
         for s in [s for s in segs if s.end_offset < floor]:  # below DeleteRecords' log start
             await self._delete(p, s)
         segs = [s for s in segs if s.end_offset >= floor]
-        if not segs:
-            return
+        if not segs or "delete" not in str(self.replicas._topic_config(p.topic, "cleanup.policy")):
+            return  # cleanup.policy=compact alone: nothing expires by time or size
         retention_ms = int(self.replicas._topic_config(p.topic, "retention.ms"))
         retention_bytes = int(self.replicas._topic_config(p.topic, "retention.bytes"))
         local_start = p.log.log_start_offset
@@ -383,6 +426,16 @@ class RemoteLogManager:
         if image is None:
             return 0, 0
         segs = [s for s in image.remote_segments_of(p.topic_id, p.index) if s.state == COPY_FINISHED]
+        return sum(s.size_bytes for s in segs), len(segs)
+
+    def remote_size_of(self, topic: str, partition: int) -> tuple[int, int] | None:
+        """(bytes, segments) in remote storage of any partition of the cluster (every broker's
+        metadata image holds every partition's copies); None without tiered storage."""
+        image = self.replicas._image
+        t = None if image is None or self.storage is None else image.topics.get(topic)
+        if t is None:
+            return None
+        segs = [s for s in image.remote_segments_of(t.topic_id, partition) if s.state == COPY_FINISHED]
         return sum(s.size_bytes for s in segs), len(segs)
 
     def stats(self) -> dict[str, int]:

@@ -135,9 +135,14 @@ class BrokerServer:
         sasl = [
             name for name, _h, _p in cfg.listeners_primary_first() if cfg.security_protocol(name).startswith("SASL_")
         ]
+        # tiered storage: each partition's remote size, from this broker's metadata image
+        remote_sizes = self.replicas.remote.remote_size_of if self.replicas is not None else None
         if not sasl:
             return ConsoleServer(
-                "{}:{:d}".format(*self.advertised), self.node_id, own_clients.client_config(cfg, "console.listen")
+                "{}:{:d}".format(*self.advertised),
+                self.node_id,
+                own_clients.client_config(cfg, "console.listen"),
+                remote_sizes=remote_sizes,
             )
         login_listener = sasl[0]
         host, port = cfg.advertised(login_listener) or self.listener_addresses[login_listener]
@@ -164,6 +169,7 @@ class BrokerServer:
             token_login,
             self.audit,
             login_bootstrap=f"{host}:{port}" if login_listener != primary else None,
+            remote_sizes=remote_sizes,
         )
 
     @property

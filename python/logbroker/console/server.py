@@ -171,9 +171,26 @@ def cluster_view(bootstrap: str, client_config: dict[str, str]) -> dict[str, Any
     return status
 
 
-def topics_view(admin: Admin, internal: bool) -> list[dict[str, Any]]:
+RemoteSizes = Callable[[str, int], "tuple[int, int] | None"]
+
+
+def with_remote_sizes(doc: dict[str, Any], remote_sizes: RemoteSizes | None) -> dict[str, Any]:
+    """Adds each partition's bytes in remote storage (tiered storage; None without it) and
+    the topic's sum (`remote_size_bytes`); `size_bytes` is the local log's."""
+    total = None
+    for p in doc["partitions"]:
+        got = remote_sizes(doc["topic"], p["partition"]) if remote_sizes else None
+        p["remote_size_bytes"] = None if got is None else got[0]
+        if got is not None:
+            total = (total or 0) + got[0]
+    doc["remote_size_bytes"] = total
+    return doc
+
+
+def topics_view(admin: Admin, internal: bool, remote_sizes: RemoteSizes | None = None) -> list[dict[str, Any]]:
     out = []
     for d in describe_topics(admin, None, sizes=True, timeout=TIMEOUT_S):
+        with_remote_sizes(d, remote_sizes)
         if d["internal"] and not internal:
             continue
         parts = d["partitions"]
@@ -193,6 +210,7 @@ def topics_view(admin: Admin, internal: bool) -> list[dict[str, Any]]:
                 "offline": sum(p["state"] == "offline" for p in parts),
                 "records": sum(records),
                 "size_bytes": sum(sizes),
+                "remote_size_bytes": d["remote_size_bytes"],
             }
         )
     return out
@@ -203,9 +221,9 @@ def visible_topics(admin: Admin) -> set[str]:
     return set(admin.describe_topics(None, timeout=TIMEOUT_S))
 
 
-def topic_view(admin: Admin, name: str) -> dict[str, Any]:
+def topic_view(admin: Admin, name: str, remote_sizes: RemoteSizes | None = None) -> dict[str, Any]:
     [doc] = describe_topics(admin, [name], configs=True, sizes=True, timeout=TIMEOUT_S)
-    return doc
+    return with_remote_sizes(doc, remote_sizes)
 
 
 def create_topic(admin: Admin, body: dict[str, Any]) -> dict[str, Any]:
@@ -387,8 +405,10 @@ class ConsoleServer:
         token_login: Callable[[str], Awaitable[Any]] | None = None,
         audit: Any = None,
         login_bootstrap: str | None = None,
+        remote_sizes: RemoteSizes | None = None,
     ) -> None:
         self.bootstrap = bootstrap
+        self.remote_sizes = remote_sizes  # tiered storage: (topic, partition) -> (bytes, segments) remote
         # where the logged-in users' clients connect: a SASL listener (None: `bootstrap`)
         self.login_bootstrap = login_bootstrap or bootstrap
         self.node_id = node_id
@@ -689,10 +709,10 @@ class ConsoleServer:
 
     async def _topics(self, request: Request, session: Session | None) -> Response:
         internal = request.query.get("internal", "") not in ("", "0", "false")
-        return json_response(await self._admin_call(session, topics_view, internal))
+        return json_response(await self._admin_call(session, topics_view, internal, self.remote_sizes))
 
     async def _topic(self, request: Request, session: Session | None, name: str) -> Response:
-        return json_response(await self._admin_call(session, topic_view, name))
+        return json_response(await self._admin_call(session, topic_view, name, self.remote_sizes))
 
     async def _create_topic(self, request: Request, session: Session | None) -> Response:
         return json_response(await self._admin_call(session, create_topic, _object(request)), 201)

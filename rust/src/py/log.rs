@@ -426,6 +426,23 @@ impl PyLog {
         self.log.set_highest_remote_offset(offset);
     }
 
+    /// Tiered storage: the first offset of the remote copies (-1: none). Below the local
+    /// log start, the cleaner keeps tombstones.
+    #[getter]
+    fn get_remote_log_start(&self) -> i64 {
+        self.log.remote_log_start()
+    }
+    #[setter]
+    fn set_remote_log_start(&self, offset: i64) {
+        self.log.set_remote_log_start(offset);
+    }
+
+    /// Tiered storage of a compacted topic: the rolled segments the cleaner has cleaned, as
+    /// `(base_offset, last_offset, size_bytes)`, oldest first: what is copied.
+    fn cleaned_segments(&self, py: Python<'_>) -> PyResult<Vec<(i64, i64, u64)>> {
+        py.enter_core(|| self.log.cleaned_segments())
+    }
+
     /// What tiered storage would copy of the rolled segment at `base_offset`:
     /// `(base_offset, end_offset, size_bytes, max_timestamp, [(epoch, start offset)])`;
     /// None if there is no such rolled segment.

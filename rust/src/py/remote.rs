@@ -34,7 +34,8 @@ impl PyRemoteStorage {
     /// Opens the store at `url` (`s3://`, `gs://`, `az://`, `file://`); `options` are
     /// object_store's keys (the broker's `rsm.config.*`). Nothing is contacted yet.
     #[new]
-    #[pyo3(signature = (url, options, reader_threads=10, chunk_cache_bytes=268_435_456, index_cache_bytes=1_073_741_824, chunk_size=4_194_304, fetch_max_wait_ms=500))]
+    #[allow(clippy::too_many_arguments)] // the Python constructor's keyword arguments, one by one (_core.pyi)
+    #[pyo3(signature = (url, options, reader_threads=10, chunk_cache_bytes=268_435_456, index_cache_bytes=1_073_741_824, chunk_size=4_194_304, fetch_max_wait_ms=500, fetch_max_bytes_per_second=u64::MAX))]
     fn new(
         url: &str,
         options: HashMap<String, String>,
@@ -43,6 +44,7 @@ impl PyRemoteStorage {
         index_cache_bytes: u64,
         chunk_size: u64,
         fetch_max_wait_ms: u64,
+        fetch_max_bytes_per_second: u64,
     ) -> PyResult<Self> {
         let options: Vec<(String, String)> = options.into_iter().collect();
         let store = Arc::new(RemoteStore::open(url, &options, reader_threads)?);
@@ -52,6 +54,7 @@ impl PyRemoteStorage {
             index_cache_bytes,
             chunk_size,
             Duration::from_millis(fetch_max_wait_ms),
+            fetch_max_bytes_per_second,
         ));
         Ok(PyRemoteStorage { store, reader, uploads: UploadStats::default() })
     }
@@ -186,6 +189,7 @@ impl PyRemoteStorage {
             ("fetch_bytes", r.fetch_bytes.load(Ordering::Relaxed)),
             ("fetch_requests", r.fetch_requests.load(Ordering::Relaxed)),
             ("fetch_errors", r.fetch_errors.load(Ordering::Relaxed)),
+            ("fetch_throttled", r.fetch_throttled.load(Ordering::Relaxed)),
             ("gets", r.gets.load(Ordering::Relaxed)),
             ("chunk_cache_bytes", chunk_bytes),
             ("index_cache_bytes", index_bytes),

@@ -18,11 +18,16 @@
 //! ahead) and the read returns `Pending`; the
 //! partition is told when the bytes arrive (`ReadWaiter`) and the parked fetch reads again.
 //! So the network thread never waits on the store.
+//!
+//! `remote.log.manager.fetch.max.bytes.per.second` (Kafka's KIP-956 quota) is a token
+//! bucket over the bytes fetches carried from remote storage: while it is empty
+//! (`fetch_quota_exceeded`), a fetch reads no remote partition (it is answered without their
+//! records, as Kafka does, and the consumer fetches again); local reads go on.
 
 use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Weak};
-use std::time::Duration;
+use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 
@@ -93,6 +98,51 @@ pub struct RemoteReadStats {
     pub fetch_requests: AtomicU64,
     pub fetch_errors: AtomicU64,
     pub gets: AtomicU64,
+    /// Partition reads skipped because the fetch quota was used up.
+    pub fetch_throttled: AtomicU64,
+}
+
+/// A token bucket of `per_second` bytes (at most one second's worth saved up); bytes taken
+/// beyond it leave it in debt, so the rate over time is the quota.
+struct FetchQuota {
+    per_second: u64,
+    /// (tokens, when they were counted)
+    bucket: Mutex<(f64, Instant)>,
+}
+
+impl FetchQuota {
+    fn new(per_second: u64) -> FetchQuota {
+        FetchQuota { per_second, bucket: Mutex::new((per_second as f64, Instant::now())) }
+    }
+
+    fn unlimited(&self) -> bool {
+        self.per_second >= i64::MAX as u64
+    }
+
+    fn refill(&self, bucket: &mut (f64, Instant)) {
+        let now = Instant::now();
+        let rate = self.per_second as f64;
+        bucket.0 = (bucket.0 + now.duration_since(bucket.1).as_secs_f64() * rate).min(rate);
+        bucket.1 = now;
+    }
+
+    fn exceeded(&self) -> bool {
+        if self.unlimited() {
+            return false;
+        }
+        let mut b = self.bucket.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        self.refill(&mut b);
+        b.0 <= 0.0
+    }
+
+    fn take(&self, bytes: u64) {
+        if self.unlimited() {
+            return;
+        }
+        let mut b = self.bucket.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        self.refill(&mut b);
+        b.0 -= bytes as f64;
+    }
 }
 
 pub struct RemoteReader {
@@ -103,6 +153,8 @@ pub struct RemoteReader {
     /// `remote.fetch.max.wait.ms`: how long a fetch waits for remote bytes.
     pub fetch_max_wait: Duration,
     pub stats: RemoteReadStats,
+    /// `remote.log.manager.fetch.max.bytes.per.second`
+    quota: FetchQuota,
 }
 
 #[derive(Clone, Copy)]
@@ -118,6 +170,7 @@ impl RemoteReader {
         index_cache_bytes: u64,
         chunk_size: u64,
         fetch_max_wait: Duration,
+        fetch_max_bytes_per_second: u64,
     ) -> RemoteReader {
         RemoteReader {
             store,
@@ -126,7 +179,17 @@ impl RemoteReader {
             chunk_size: chunk_size.max(1),
             fetch_max_wait,
             stats: RemoteReadStats::default(),
+            quota: FetchQuota::new(fetch_max_bytes_per_second),
         }
+    }
+
+    /// The fetch quota is used up: no remote partition is read now (counted as throttled).
+    pub fn fetch_quota_exceeded(&self) -> bool {
+        let exceeded = self.quota.exceeded();
+        if exceeded {
+            self.stats.fetch_throttled.fetch_add(1, Ordering::Relaxed);
+        }
+        exceeded
     }
 
     pub fn store(&self) -> &Arc<RemoteStore> {
@@ -240,6 +303,7 @@ impl RemoteReader {
     pub fn count_served(&self, reads: u64, bytes: u64) {
         self.stats.fetch_requests.fetch_add(reads, Ordering::Relaxed);
         self.stats.fetch_bytes.fetch_add(bytes, Ordering::Relaxed);
+        self.quota.take(bytes);
     }
 
     /// Counts a partition read from remote storage answered with an error.

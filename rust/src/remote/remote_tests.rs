@@ -72,7 +72,8 @@ fn copied_segments_read_back_at_every_offset() {
     let st = store(&dir.path().join("remote"));
     let (lb, segs) = copied_log(dir.path(), &st);
     // small chunks: reads cross chunk boundaries
-    let reader = Arc::new(RemoteReader::new(Arc::clone(&st), 1 << 20, 1 << 20, 1000, Duration::from_millis(500)));
+    let reader =
+        Arc::new(RemoteReader::new(Arc::clone(&st), 1 << 20, 1 << 20, 1000, Duration::from_millis(500), u64::MAX));
     for seg in &segs {
         for offset in seg.start_offset..=seg.end_offset {
             let RemoteRead::Ready { records, aborted } = read_ready(&reader, seg, offset, 1 << 20) else {
@@ -100,7 +101,8 @@ fn a_corrupt_object_is_an_error_naming_its_key() {
     let mut bytes = std::fs::read(&path).unwrap();
     bytes[100] ^= 0xff;
     std::fs::write(&path, bytes).unwrap();
-    let reader = Arc::new(RemoteReader::new(Arc::clone(&st), 1 << 20, 1 << 20, 1 << 16, Duration::from_millis(500)));
+    let reader =
+        Arc::new(RemoteReader::new(Arc::clone(&st), 1 << 20, 1 << 20, 1 << 16, Duration::from_millis(500), u64::MAX));
     let RemoteRead::Failed(why) = read_ready(&reader, &segs[0], 0, 1 << 20) else { panic!("corrupt bytes served") };
     assert!(why.contains("CRC-32C mismatch") && why.contains(&segs[0].stem), "{why}");
     // a segment whose objects are gone
@@ -154,7 +156,7 @@ fn offset_for_timestamp_in_copies_matches_the_local_log() {
     let dir = tempfile::tempdir().unwrap();
     let st = store(&dir.path().join("remote"));
     let (lb, segs) = copied_log(dir.path(), &st);
-    let reader = RemoteReader::new(Arc::clone(&st), 1 << 20, 1 << 20, 1 << 16, Duration::from_millis(500));
+    let reader = RemoteReader::new(Arc::clone(&st), 1 << 20, 1 << 20, 1 << 16, Duration::from_millis(500), u64::MAX);
     let last = segs.last().unwrap();
     let (first_ts, _) = lb.log.max_timestamp();
     let mut checked = 0;

@@ -647,6 +647,9 @@ impl PendingFetch {
                             data.error_code = code::OFFSET_MOVED_TO_TIERED_STORAGE;
                             data.aborted_transactions = None;
                             errors = true;
+                        } else if table.remote_reader().is_some_and(|r| r.fetch_quota_exceeded()) {
+                            // remote.log.manager.fetch.max.bytes.per.second used up: no records
+                            // for this partition now (Kafka's KIP-956); the consumer fetches again
                         } else if !(budget == 0 && total > 0) {
                             let seen = part.remote_loads();
                             match self.read_remote(table, &part, r, t.fetch_offset, budget, total == 0, &mut data, logs)

@@ -226,6 +226,9 @@ LOADERS.cluster = async () => {
 
 // --- topics ------------------------------------------------------------------------------
 
+// tiered storage: bytes in remote storage ("" where the broker has none configured)
+const remote = (n) => (n === null || n === undefined ? "" : bytes(n));
+
 LOADERS.topics = async () => {
   const internal = $("show-internal").checked ? "?internal=1" : "";
   const topics = await api("GET", `/api/topics${internal}`);
@@ -234,7 +237,8 @@ LOADERS.topics = async () => {
       .filter(Boolean).join(", ");
     const link = el("a", { href: `#topic/${encodeURIComponent(t.topic)}`, text: t.topic, testid: `topic-link-${t.topic}` });
     return el("tr", { testid: `topic-${t.topic}` }, el("td", {}, link), cell(t.partitions), cell(t.replication_factor),
-      cell(t.records), cell(bytes(t.size_bytes)), cell(attention || "", null, attention ? "state-under-replicated" : ""));
+      cell(t.records), cell(bytes(t.size_bytes)), cell(remote(t.remote_size_bytes), `topic-remote-${t.topic}`),
+      cell(attention || "", null, attention ? "state-under-replicated" : ""));
   }));
 };
 
@@ -274,7 +278,9 @@ LOADERS.topic = async (name) => {
     const records = p.latest_offset !== null && p.earliest_offset !== null ? p.latest_offset - p.earliest_offset : null;
     return el("tr", { testid: `partition-${p.partition}` }, cell(p.partition), cell(p.leader, `partition-leader-${p.partition}`),
       cell(ids(p.replicas)), cell(ids(p.isr), `partition-isr-${p.partition}`), cell(p.earliest_offset),
-      cell(p.latest_offset, `partition-end-${p.partition}`), cell(records), cell(bytes(p.size_bytes)),
+      cell(p.latest_offset, `partition-end-${p.partition}`), cell(records),
+      cell(p.earliest_local_offset, `partition-local-start-${p.partition}`), cell(bytes(p.size_bytes)),
+      cell(remote(p.remote_size_bytes), `partition-remote-${p.partition}`),
       cell(p.state, `partition-state-${p.partition}`, `state-${p.state}`));
   }));
   const keys = Object.keys(t.configs || {});
