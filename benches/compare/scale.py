@@ -45,7 +45,7 @@ import statistics
 import time
 from pathlib import Path
 
-from confluent_kafka import Producer
+from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from benches.peers.common import PeerCluster, client_conf, wait_port
@@ -118,6 +118,31 @@ def metadata_seconds(bootstrap: str, topics: int) -> float:
         times.append(time.monotonic() - t0)
         assert len([t for t in md.topics if t.startswith("scale-")]) == topics, len(md.topics)
     return statistics.median(times)
+
+
+def wait_led(bootstrap: str, topics: int, per_topic: int, deadline: float) -> None:
+    """Until a full Metadata response shows a leader for every partition of the `scale-`
+    topics: a producer started before a restarting broker serves them retries with
+    librdkafka's back-off per topic, and with thousands of topics its own metadata handling
+    (not the broker) then sets the time to writable."""
+    admin = AdminClient(client_conf(bootstrap))
+    while True:
+        try:
+            md = admin.list_topics(timeout=max(1.0, deadline - time.monotonic()))
+            led = sum(
+                1
+                for name, t in md.topics.items()
+                if name.startswith("scale-")
+                for q in t.partitions.values()
+                if q.leader >= 0
+            )
+        except KafkaException:
+            led = -1
+        if led >= topics * per_topic:
+            return
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{led} of {topics * per_topic} partitions led in time")
+        time.sleep(0.2)
 
 
 def produce_everywhere(bootstrap: str, topics: int, per_topic: int, deadline: float, first: int = 0) -> None:
@@ -268,6 +293,7 @@ def restart_to_writable(peer, nodes: int, topics: int, per_topic: int, deadline_
     for node in members:
         wait_port("127.0.0.1", node.port, t0 + deadline_s, node.proc)
         node.t_listening = time.monotonic()
+    wait_led(peer.bootstrap, topics, per_topic, t0 + deadline_s)
     produce_everywhere(peer.bootstrap, topics, per_topic, t0 + deadline_s)
     return time.monotonic() - t0, peer.cpu()
 

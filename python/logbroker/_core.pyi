@@ -164,7 +164,9 @@ class Log:
         config: dict[str, str],
         recovery_point: int | None = None,
         now_ms: int = 0,
-    ) -> Log: ...
+        sync_dir: bool = True,
+    ) -> Log:
+        """sync_dir=False: what opening changed in the directory is durable only after sync_filesystem."""
     @staticmethod
     def create(dir: str, topic: str, partition: int, config: dict[str, str], now_ms: int = 0) -> Log:
         """A new partition's log: a directory already at `dir` is removed first."""
@@ -318,8 +320,15 @@ class Log:
     def active_producers(self) -> list[tuple[int, int, int, int, int, int, int]]:
         """(producer_id, epoch, last_seq, last_timestamp, first offset of last batch, coordinator epoch,
         first offset of the open transaction or -1), by id."""
+    def close_unsynced(self) -> None:
+        """A batched clean shutdown, step 1: everything close() writes but the marker, without fsyncs."""
+    def mark_clean_shutdown(self) -> None:
+        """Step 3, after sync_filesystem: the clean-shutdown marker (made durable by another sync_filesystem)."""
     def close(self) -> None: ...
     def delete(self) -> None: ...
+
+def sync_filesystem(path: str) -> None:
+    """syncfs(2) of the file system holding path: everything written there is durable."""
 
 def roll_and_flush(logs: list[Log], now_ms: int) -> list[tuple[int, LogBrokerError]]: ...
 def write_offset_checkpoint(path: str, entries: list[tuple[str, int, int]]) -> None: ...

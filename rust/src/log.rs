@@ -105,7 +105,7 @@ use crate::config::{LogConfig, TimestampType};
 use crate::error::{IoContext, LogError, Result, Tp};
 use crate::file_region::FileRegion;
 use crate::leader_epoch_cache::LeaderEpochCache;
-use crate::offset_checkpoint::{sync_dir, write_single_offset};
+use crate::offset_checkpoint::{sync_dir, write_atomically_unsynced, write_single_offset};
 use crate::producer_state::{AbortedTxn, ProducerAppend, ProducerBatch, ProducerStateManager};
 use crate::recovery;
 use crate::segment::{AppendedBatch, Segment};
@@ -334,6 +334,8 @@ pub(crate) struct Inner {
     /// start it means records exist only remotely, which the cleaner cannot see: it then
     /// keeps tombstones (a dropped one would let an older remote value of its key come back).
     pub remote_log_start: i64,
+    /// Closed by `close_unsynced` without error: `mark_clean_shutdown` writes the marker.
+    pub clean_pending: bool,
 }
 
 /// The partition directory of a log, from nothing to durable.
@@ -421,8 +423,23 @@ impl Log {
         recovery_point: Option<i64>,
         now_ms: i64,
     ) -> Result<Log> {
+        Log::open_with(dir, topic, partition, config, recovery_point, now_ms, true)
+    }
+
+    /// `open`; with `sync_dir` false, the directory changes opening makes (the clean-shutdown
+    /// marker and the producer snapshot removed) are not fsynced here: the caller opens many
+    /// logs, then calls `sync_filesystem` once before any of them is written.
+    pub fn open_with(
+        dir: &Path,
+        topic: &str,
+        partition: i32,
+        config: LogConfig,
+        recovery_point: Option<i64>,
+        now_ms: i64,
+        sync_dir: bool,
+    ) -> Result<Log> {
         let tp = format!("{topic}-{partition}");
-        let inner = recovery::load(dir, config, recovery_point, now_ms).map_err(|e| e.in_partition(&tp))?;
+        let inner = recovery::load(dir, config, recovery_point, now_ms, sync_dir).map_err(|e| e.in_partition(&tp))?;
         Ok(Log::with_inner(dir, topic, partition, tp, inner))
     }
 
@@ -2001,6 +2018,52 @@ impl Log {
         }
         g.closed = true;
         r
+    }
+
+    /// A clean shutdown of many logs at once, in three steps with two `sync_filesystem`
+    /// calls in all instead of some eight fsyncs per log: (1) `close_unsynced` on every log
+    /// writes what `close` writes but the clean-shutdown marker, without fsyncs; (2)
+    /// `sync_filesystem`; (3) `mark_clean_shutdown` on every log, then `sync_filesystem`
+    /// again. A crash before (2) ends leaves no marker (the logs are recovered); a marker is
+    /// durable only after everything it vouches for.
+    pub fn close_unsynced(&self) -> Result<()> {
+        let mut g = self.lock();
+        if g.closed {
+            return Ok(());
+        }
+        if g.dir_state == DirState::Absent {
+            g.closed = true;
+            return Ok(());
+        }
+        let run = |g: &mut Inner| -> Result<()> {
+            g.active_mut().on_become_inactive()?;
+            let leo = g.leo();
+            g.producers.write_snapshot_unsynced(&self.dir, leo)?;
+            g.epochs.write_if_dirty()?;
+            g.recovery_point = leo;
+            write_atomically_unsynced(&self.dir.join(RECOVERY_POINT_FILE), &format!("0\n{leo}\n").into_bytes())?;
+            Ok(())
+        };
+        let r = run(&mut g).map_err(|e| self.err(e));
+        for s in &mut g.segments {
+            s.close_log_file();
+        }
+        g.closed = true;
+        g.clean_pending = r.is_ok();
+        r
+    }
+
+    /// Step (3) of a batched clean shutdown (see `close_unsynced`): the clean-shutdown marker
+    /// of a log `close_unsynced` closed without error, made durable by the caller's
+    /// `sync_filesystem`. Nothing for a log that was never written or whose close failed.
+    pub fn mark_clean_shutdown(&self) -> Result<()> {
+        let mut g = self.lock();
+        if !std::mem::take(&mut g.clean_pending) {
+            return Ok(());
+        }
+        let leo = g.leo();
+        write_atomically_unsynced(&self.dir.join(CLEAN_SHUTDOWN_FILE), &format!("0\n{leo}\n").into_bytes())
+            .map_err(|e| self.err(e))
     }
 
     /// Closes the log and removes its directory (DeleteTopics). Regions already handed out

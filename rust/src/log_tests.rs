@@ -166,6 +166,35 @@ fn clean_reopen_keeps_everything() {
     assert_eq!(values_from(&lb, 0), lb.model);
 }
 
+/// The batched clean shutdown (`close_unsynced`, `sync_filesystem`, `mark_clean_shutdown`,
+/// `sync_filesystem`): the next open is clean and keeps everything; without the marker step
+/// it is recovered, with nothing lost either.
+#[test]
+fn batched_clean_shutdown_reopens_clean_and_without_the_marker_recovers() {
+    for mark in [true, false] {
+        let dir = tempfile::tempdir().unwrap();
+        let mut lb = LogBuilder::open(dir.path(), small(600)).unwrap();
+        for _ in 0..10 {
+            lb.append(1, 2, 30).unwrap();
+        }
+        let (leo, segs) = (lb.log.log_end_offset(), lb.log.segment_count());
+        lb.log.close_unsynced().unwrap();
+        crate::offset_checkpoint::sync_filesystem(dir.path()).unwrap();
+        assert!(!dir.path().join(CLEAN_SHUTDOWN_FILE).exists(), "no marker before the data is synced");
+        if mark {
+            lb.log.mark_clean_shutdown().unwrap();
+            lb.log.mark_clean_shutdown().unwrap(); // once only
+            crate::offset_checkpoint::sync_filesystem(dir.path()).unwrap();
+            assert!(dir.path().join(CLEAN_SHUTDOWN_FILE).exists());
+        }
+        reopen(&mut lb, dir.path(), small(600));
+        let rep = lb.log.recovery_report();
+        assert_eq!(rep.clean_shutdown, mark);
+        assert_eq!((lb.log.log_end_offset(), lb.log.segment_count()), (leo, segs));
+        assert_eq!(values_from(&lb, 0), lb.model);
+    }
+}
+
 /// A new log (a missing directory) is one empty segment and touches the disk only at its
 /// first write, which creates the directory and that segment's `.log`; it keeps what is
 /// appended through flush, roll and reopening, clean or not.

@@ -30,19 +30,38 @@ use crate::error::{IoContext, LogError, Result};
 
 /// Replaces `path` with `contents` atomically and durably.
 pub fn write_atomically(path: &Path, contents: &[u8]) -> Result<()> {
+    write_replacing(path, contents, true)
+}
+
+/// `write_atomically` without its fsyncs: the file is replaced whole by a rename, but is
+/// durable only after a later `sync_filesystem` (a clean shutdown of every log at once).
+pub fn write_atomically_unsynced(path: &Path, contents: &[u8]) -> Result<()> {
+    write_replacing(path, contents, false)
+}
+
+fn write_replacing(path: &Path, contents: &[u8], durable: bool) -> Result<()> {
     let mut tmp_name = path.file_name().map(std::ffi::OsStr::to_os_string).unwrap_or_default();
     tmp_name.push(".tmp");
     let tmp = path.with_file_name(tmp_name);
     {
         let mut f = OpenOptions::new().write(true).create(true).truncate(true).open(&tmp).ctx(&tmp)?;
         f.write_all(contents).ctx(&tmp)?;
-        f.sync_all().ctx(&tmp)?;
+        if durable {
+            f.sync_all().ctx(&tmp)?;
+        }
     }
     fs::rename(&tmp, path).ctx(path)?;
-    if let Some(dir) = path.parent() {
+    if let (Some(dir), true) = (path.parent(), durable) {
         sync_dir(dir)?;
     }
     Ok(())
+}
+
+/// `syncfs(2)` of the file system holding `path`: everything written there (by any log) is
+/// durable when it returns.
+pub fn sync_filesystem(path: &Path) -> Result<()> {
+    let f = File::open(path).ctx(path)?;
+    crate::sys::syncfs(&f).ctx(path)
 }
 
 /// fsync of a directory (makes renames, creations and unlinks in it durable).

@@ -443,6 +443,14 @@ impl ProducerStateManager {
         write_atomically(&dir.join(SNAPSHOT_FILE), &self.snapshot_bytes(log_end_offset))
     }
 
+    /// `write_snapshot` made durable by a later `sync_filesystem` (`Log::close_unsynced`).
+    pub fn write_snapshot_unsynced(&self, dir: &Path, log_end_offset: i64) -> Result<()> {
+        crate::offset_checkpoint::write_atomically_unsynced(
+            &dir.join(SNAPSHOT_FILE),
+            &self.snapshot_bytes(log_end_offset),
+        )
+    }
+
     /// The snapshot file's bytes, taken as if at `log_end_offset` (also what tiered storage
     /// copies beside a segment).
     pub fn snapshot_bytes(&self, log_end_offset: i64) -> Vec<u8> {

@@ -101,11 +101,17 @@ pub(crate) fn create(dir: &Path, config: LogConfig, now_ms: i64) -> Result<Inner
     Ok(Loaded::new_log(dir, &config).into_inner(config, now_ms))
 }
 
-pub(crate) fn load(dir: &Path, config: LogConfig, recovery_point: Option<i64>, now_ms: i64) -> Result<Inner> {
+pub(crate) fn load(
+    dir: &Path,
+    config: LogConfig,
+    recovery_point: Option<i64>,
+    now_ms: i64,
+    sync_dir_changes: bool,
+) -> Result<Inner> {
     let loaded = match std::fs::symlink_metadata(dir) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Loaded::new_log(dir, &config),
         Err(e) => return Err(LogError::io(dir, e)),
-        Ok(_) => load_existing(dir, &config, recovery_point, now_ms)?,
+        Ok(_) => load_existing(dir, &config, recovery_point, now_ms, sync_dir_changes)?,
     };
     Ok(loaded.into_inner(config, now_ms))
 }
@@ -147,6 +153,7 @@ impl Loaded {
             dir_state,
             highest_remote_offset: -1,
             remote_log_start: -1,
+            clean_pending: false,
         }
     }
 
@@ -168,7 +175,13 @@ impl Loaded {
 }
 
 /// Steps 1-6 of the module docs for a directory that existed.
-fn load_existing(dir: &Path, config: &LogConfig, recovery_point: Option<i64>, now_ms: i64) -> Result<Loaded> {
+fn load_existing(
+    dir: &Path,
+    config: &LogConfig,
+    recovery_point: Option<i64>,
+    now_ms: i64,
+    sync_dir_changes: bool,
+) -> Result<Loaded> {
     // Something in the directory was removed or created: fsync it at the end.
     let mut dir_changed = false;
     cleaner::complete_interrupted_swaps(dir)?; // fsyncs the directory itself
@@ -311,7 +324,7 @@ fn load_existing(dir: &Path, config: &LogConfig, recovery_point: Option<i64>, no
         write_single_offset(&dir.join(RECOVERY_POINT_FILE), leo)?;
     }
     dir_changed |= remove(&marker)?;
-    if dir_changed {
+    if dir_changed && sync_dir_changes {
         sync_dir(dir)?;
     }
     for s in &mut segments {

@@ -18,6 +18,12 @@ pub fn write_offset_checkpoint(py: Python<'_>, path: PathBuf, entries: Vec<(Stri
 }
 
 /// Reads Kafka's offset checkpoint file; a missing file is `[]`.
+/// `syncfs(2)` of the file system holding `path` (see `Log::close_unsynced`).
+#[pyfunction]
+pub fn sync_filesystem(py: Python<'_>, path: PathBuf) -> PyResult<()> {
+    py.enter_core(|| offset_checkpoint::sync_filesystem(&path))
+}
+
 #[pyfunction]
 pub fn read_offset_checkpoint(py: Python<'_>, path: PathBuf) -> PyResult<Vec<(String, i32, i64)>> {
     py.enter_core(|| offset_checkpoint::read_offset_checkpoint(&path))

@@ -87,7 +87,8 @@ impl PyLog {
 #[pymethods]
 impl PyLog {
     #[staticmethod]
-    #[pyo3(signature = (dir, topic, partition, config, recovery_point=None, now_ms=0))]
+    #[pyo3(signature = (dir, topic, partition, config, recovery_point=None, now_ms=0, sync_dir=true))]
+    #[allow(clippy::too_many_arguments)] // the Python method's keyword arguments, one by one (_core.pyi)
     fn open(
         py: Python<'_>,
         dir: PathBuf,
@@ -96,10 +97,11 @@ impl PyLog {
         config: HashMap<String, String>,
         recovery_point: Option<i64>,
         now_ms: i64,
+        sync_dir: bool,
     ) -> PyResult<PyLog> {
         let log = py.enter_core(|| {
             let config = LogConfig::from_map(&config)?;
-            Log::open(&dir, &topic, partition, config, recovery_point, now_ms)
+            Log::open_with(&dir, &topic, partition, config, recovery_point, now_ms, sync_dir)
         })?;
         Ok(PyLog { log: Arc::new(log) })
     }
@@ -488,6 +490,17 @@ impl PyLog {
 
     fn active_producers(&self, py: Python<'_>) -> Vec<(i64, i16, i32, i64, i64, i32, i64)> {
         py.detach(|| self.log.active_producers())
+    }
+
+    /// A batched clean shutdown's first step (`Log::close_unsynced`): everything but the
+    /// clean-shutdown marker, without fsyncs.
+    fn close_unsynced(&self, py: Python<'_>) -> PyResult<()> {
+        py.enter_core(|| self.log.close_unsynced())
+    }
+
+    /// A batched clean shutdown's last step (`Log::mark_clean_shutdown`).
+    fn mark_clean_shutdown(&self, py: Python<'_>) -> PyResult<()> {
+        py.enter_core(|| self.log.mark_clean_shutdown())
     }
 
     fn close(&self, py: Python<'_>) -> PyResult<()> {

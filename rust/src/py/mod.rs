@@ -42,6 +42,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(log::roll_and_flush, m)?)?;
     m.add_function(wrap_pyfunction!(functions::write_offset_checkpoint, m)?)?;
     m.add_function(wrap_pyfunction!(functions::read_offset_checkpoint, m)?)?;
+    m.add_function(wrap_pyfunction!(functions::sync_filesystem, m)?)?;
     m.add_function(wrap_pyfunction!(functions::crc32c, m)?)?;
     m.add_function(wrap_pyfunction!(functions::jws_verify, m)?)?;
     m.add_function(wrap_pyfunction!(functions::decompress, m)?)?;

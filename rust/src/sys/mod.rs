@@ -1,6 +1,6 @@
 //! Raw syscalls the safe standard library does not offer: `sendfile(2)` and `write(2)` on a
 //! file descriptor we do not own (a Python socket); `getrlimit`/`setrlimit` of the open files
-//! limit.
+//! limit; `syncfs(2)`.
 //!
 //! This is the only module allowed to use `unsafe` (crate lint `unsafe_code = "deny"`); each
 //! block carries a `// SAFETY:` argument. Callers pass descriptors that stay open for the
@@ -56,6 +56,16 @@ pub fn set_open_files_soft_limit(soft: u64) -> io::Result<()> {
     let r = libc::rlimit { rlim_cur: soft, rlim_max: hard };
     // SAFETY: `r` is a valid `rlimit` the kernel only reads.
     if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raw const r) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// `syncfs(2)`: every dirty page and inode of the file system holding `file` to disk (one
+/// call where thousands of logs would otherwise fsync their files one by one).
+pub fn syncfs(file: &File) -> io::Result<()> {
+    // SAFETY: `file` is a live `File`, so its descriptor is open for this call.
+    if unsafe { libc::syncfs(file.as_raw_fd()) } != 0 {
         return Err(io::Error::last_os_error());
     }
     Ok(())
