@@ -65,6 +65,7 @@ __all__ = [
     "protocol_encode_frame",
     "protocol_reencode",
     "read_offset_checkpoint",
+    "sync_filesystem",
     "roll_and_flush",
     "validate_batches",
     "write_offset_checkpoint",
