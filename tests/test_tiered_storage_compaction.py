@@ -9,6 +9,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from test_tiered_storage import wait_for
+
 import logbroker
 from logbroker import Admin, NewTopic, Producer, TopicPartition
 
@@ -19,16 +21,6 @@ COMPACTED = {
     "min.cleanable.dirty.ratio": "0.01",
     "delete.retention.ms": "0",
 }
-
-
-def wait_for(cond, timeout: float = 60.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        v = cond()
-        if v:
-            return v
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}: last {cond()!r}")
 
 
 def cleaned_local(part_dir: Path) -> dict[int, bytes]:

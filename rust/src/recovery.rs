@@ -6,7 +6,8 @@
 //!    interrupted cleaner swap (a `<base>.log.swap` exists: see `cleaner.rs`); delete stray `.cleaned`, `.deleted`, `.swap`
 //!    and `.tmp` files (left by an uncommitted compaction, a deletion or an atomic write) and
 //!    index files whose `.log` is gone.
-//! 2. Clean shutdown = the `.clean-shutdown` marker exists (written last by `Log::close`).
+//! 2. Clean shutdown = the `.clean-shutdown` marker exists (written last by `Log::close`, or
+//!    by `Log::mark_clean_shutdown` after a `syncfs` made the log's last writes durable).
 //! 3. Each segment, oldest first, is opened trusting its indexes if they pass their sanity
 //!    checks. It is *recovered* (every batch validated with the full framing loop from
 //!    `batch.rs`, the file truncated at the first torn/corrupt batch, both indexes rebuilt)
@@ -39,6 +40,8 @@
 //!   (strays, orphan indexes, dropped segments, rebuilt index files, the producer snapshot,
 //!   the `.clean-shutdown` marker: removing it must be durable, or a crash after this open
 //!   would pass for a clean shutdown). Removing files that did not exist changes nothing.
+//!   With `sync_dir_changes` false (a broker opening all its logs at startup) that fsync is
+//!   the caller's: one `sync_filesystem` per log directory before any of the logs is written.
 //!
 //! # Crash story of the index files
 //! The active segment's index files lag its memory between flushes (`index_file.rs`), and

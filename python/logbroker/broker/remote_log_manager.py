@@ -423,20 +423,20 @@ class RemoteLogManager:
     def remote_size(self, p) -> tuple[int, int]:
         """(bytes, segments) of the partition's copies."""
         image = self.replicas._image
-        if image is None:
-            return 0, 0
-        segs = [s for s in image.remote_segments_of(p.topic_id, p.index) if s.state == COPY_FINISHED]
-        return sum(s.size_bytes for s in segs), len(segs)
+        return (0, 0) if image is None else _copied_size(image, p.topic_id, p.index)
 
     def remote_size_of(self, topic: str, partition: int) -> tuple[int, int] | None:
         """(bytes, segments) in remote storage of any partition of the cluster (every broker's
         metadata image holds every partition's copies); None without tiered storage."""
         image = self.replicas._image
         t = None if image is None or self.storage is None else image.topics.get(topic)
-        if t is None:
-            return None
-        segs = [s for s in image.remote_segments_of(t.topic_id, partition) if s.state == COPY_FINISHED]
-        return sum(s.size_bytes for s in segs), len(segs)
+        return None if t is None else _copied_size(image, t.topic_id, partition)
 
     def stats(self) -> dict[str, int]:
         return {} if self.storage is None else self.storage.stats()
+
+
+def _copied_size(image, topic_id: uuid.UUID, partition: int) -> tuple[int, int]:
+    """(bytes, segments) of a partition's finished copies."""
+    segs = [s for s in image.remote_segments_of(topic_id, partition) if s.state == COPY_FINISHED]
+    return sum(s.size_bytes for s in segs), len(segs)

@@ -438,29 +438,21 @@ class ReplicaManager:
         await self.replication.shutdown()
         parts = list(self.partitions.values())
 
-        def close_one(p: Partition) -> None:
-            try:
-                p.log.close_unsynced()
-            except Exception as e:  # noqa: BLE001 - keep closing the others
-                log.error(
-                    "closing log %s in %s failed: %s",
-                    p.name,
-                    p.log.dir,
-                    e,
-                    extra=fields(topic=p.topic, partition=p.index),
-                )
+        def on_each(method: str, what: str):
+            def run(p: Partition) -> None:
+                try:
+                    getattr(p.log, method)()
+                except Exception as e:  # noqa: BLE001 - keep on with the others; that log is recovered at the next start
+                    log.error(
+                        "%s of log %s in %s failed: %s",
+                        what,
+                        p.name,
+                        p.log.dir,
+                        e,
+                        extra=fields(topic=p.topic, partition=p.index),
+                    )
 
-        def mark_one(p: Partition) -> None:
-            try:
-                p.log.mark_clean_shutdown()
-            except Exception as e:  # noqa: BLE001 - that log is recovered at the next start
-                log.error(
-                    "writing the clean-shutdown marker of %s in %s failed: %s",
-                    p.name,
-                    p.log.dir,
-                    e,
-                    extra=fields(topic=p.topic, partition=p.index),
-                )
+            return run
 
         def sync_all(what: str) -> bool:
             ok = True
@@ -476,9 +468,9 @@ class ReplicaManager:
             # Kafka's clean shutdown for every log at once: each log's files written, one
             # syncfs per log directory, then the clean-shutdown markers and another syncfs
             # (two syncs in all, not some eight fsyncs a partition; Log::close_unsynced)
-            in_parallel(close_one, parts)
+            in_parallel(on_each("close_unsynced", "closing"), parts)
             if sync_all("the logs' last writes"):  # else no marker: every log is recovered
-                in_parallel(mark_one, parts)
+                in_parallel(on_each("mark_clean_shutdown", "writing the clean-shutdown marker"), parts)
                 sync_all("the clean-shutdown markers")
             try:
                 self._write_checkpoints(parts)
