@@ -105,7 +105,7 @@ use crate::config::{LogConfig, TimestampType};
 use crate::error::{IoContext, LogError, Result, Tp};
 use crate::file_region::FileRegion;
 use crate::leader_epoch_cache::LeaderEpochCache;
-use crate::offset_checkpoint::{sync_dir, write_atomically_unsynced, write_single_offset};
+use crate::offset_checkpoint::{sync_dir, write_single_offset, write_single_offset_as};
 use crate::producer_state::{AbortedTxn, ProducerAppend, ProducerBatch, ProducerStateManager};
 use crate::recovery;
 use crate::segment::{AppendedBatch, Segment};
@@ -1988,6 +1988,21 @@ impl Log {
     /// Flushes, writes the producer snapshot, the recovery point and the clean-shutdown
     /// marker (last). Idempotent. Offsets stay readable afterwards; operations fail.
     pub fn close(&self) -> Result<()> {
+        self.close_with(true)
+    }
+
+    /// A clean shutdown of many logs at once, in three steps with two `sync_filesystem`
+    /// calls in all instead of some eight fsyncs per log: (1) `close_unsynced` on every log
+    /// writes what `close` writes but the clean-shutdown marker, without fsyncs; (2)
+    /// `sync_filesystem`; (3) `mark_clean_shutdown` on every log, then `sync_filesystem`
+    /// again. A crash before (2) ends leaves no marker (the logs are recovered); a marker is
+    /// durable only after everything it vouches for.
+    pub fn close_unsynced(&self) -> Result<()> {
+        self.close_with(false)
+    }
+
+    /// `close` (`durable`: every write fsynced, the marker last) or `close_unsynced`.
+    fn close_with(&self, durable: bool) -> Result<()> {
         let mut g = self.lock();
         if g.closed {
             return Ok(());
@@ -1998,18 +2013,22 @@ impl Log {
         }
         let run = |g: &mut Inner| -> Result<()> {
             g.active_mut().on_become_inactive()?;
-            for s in &mut g.segments {
-                s.flush()?;
+            if durable {
+                for s in &mut g.segments {
+                    s.flush()?;
+                }
             }
             let leo = g.leo();
-            g.producers.write_snapshot(&self.dir, leo)?;
+            g.producers.write_snapshot_as(&self.dir, leo, durable)?;
             g.epochs.write_if_dirty()?;
             g.recovery_point = leo;
-            write_single_offset(&self.dir.join(RECOVERY_POINT_FILE), leo)?;
-            write_single_offset(&self.dir.join(CLEAN_SHUTDOWN_FILE), leo)?;
-            // The marker's write fsynced the directory; a new one's entry too, now.
-            self.sync_entry(g.dir_state == DirState::Unsynced)?;
-            g.dir_state = DirState::Synced;
+            write_single_offset_as(&self.dir.join(RECOVERY_POINT_FILE), leo, durable)?;
+            if durable {
+                write_single_offset(&self.dir.join(CLEAN_SHUTDOWN_FILE), leo)?;
+                // The marker's write fsynced the directory; a new one's entry too, now.
+                self.sync_entry(g.dir_state == DirState::Unsynced)?;
+                g.dir_state = DirState::Synced;
+            }
             Ok(())
         };
         let r = run(&mut g).map_err(|e| self.err(e));
@@ -2017,39 +2036,7 @@ impl Log {
             s.close_log_file();
         }
         g.closed = true;
-        r
-    }
-
-    /// A clean shutdown of many logs at once, in three steps with two `sync_filesystem`
-    /// calls in all instead of some eight fsyncs per log: (1) `close_unsynced` on every log
-    /// writes what `close` writes but the clean-shutdown marker, without fsyncs; (2)
-    /// `sync_filesystem`; (3) `mark_clean_shutdown` on every log, then `sync_filesystem`
-    /// again. A crash before (2) ends leaves no marker (the logs are recovered); a marker is
-    /// durable only after everything it vouches for.
-    pub fn close_unsynced(&self) -> Result<()> {
-        let mut g = self.lock();
-        if g.closed {
-            return Ok(());
-        }
-        if g.dir_state == DirState::Absent {
-            g.closed = true;
-            return Ok(());
-        }
-        let run = |g: &mut Inner| -> Result<()> {
-            g.active_mut().on_become_inactive()?;
-            let leo = g.leo();
-            g.producers.write_snapshot_unsynced(&self.dir, leo)?;
-            g.epochs.write_if_dirty()?;
-            g.recovery_point = leo;
-            write_atomically_unsynced(&self.dir.join(RECOVERY_POINT_FILE), &format!("0\n{leo}\n").into_bytes())?;
-            Ok(())
-        };
-        let r = run(&mut g).map_err(|e| self.err(e));
-        for s in &mut g.segments {
-            s.close_log_file();
-        }
-        g.closed = true;
-        g.clean_pending = r.is_ok();
+        g.clean_pending = !durable && r.is_ok();
         r
     }
 
@@ -2062,8 +2049,7 @@ impl Log {
             return Ok(());
         }
         let leo = g.leo();
-        write_atomically_unsynced(&self.dir.join(CLEAN_SHUTDOWN_FILE), &format!("0\n{leo}\n").into_bytes())
-            .map_err(|e| self.err(e))
+        write_single_offset_as(&self.dir.join(CLEAN_SHUTDOWN_FILE), leo, false).map_err(|e| self.err(e))
     }
 
     /// Closes the log and removes its directory (DeleteTopics). Regions already handed out

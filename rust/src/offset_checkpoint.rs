@@ -33,13 +33,10 @@ pub fn write_atomically(path: &Path, contents: &[u8]) -> Result<()> {
     write_replacing(path, contents, true)
 }
 
-/// `write_atomically` without its fsyncs: the file is replaced whole by a rename, but is
-/// durable only after a later `sync_filesystem` (a clean shutdown of every log at once).
-pub fn write_atomically_unsynced(path: &Path, contents: &[u8]) -> Result<()> {
-    write_replacing(path, contents, false)
-}
-
-fn write_replacing(path: &Path, contents: &[u8], durable: bool) -> Result<()> {
+/// `write_atomically`, or with `durable` false without its fsyncs: the file is replaced
+/// whole by a rename, but is durable only after a later `sync_filesystem` (a clean shutdown
+/// of every log at once).
+pub fn write_replacing(path: &Path, contents: &[u8], durable: bool) -> Result<()> {
     let mut tmp_name = path.file_name().map(std::ffi::OsStr::to_os_string).unwrap_or_default();
     tmp_name.push(".tmp");
     let tmp = path.with_file_name(tmp_name);
@@ -123,7 +120,13 @@ pub fn read_offset_checkpoint(path: &Path) -> Result<Vec<(String, i32, i64)>> {
 
 /// Writes a per-partition single-offset checkpoint (`0\n<offset>\n`).
 pub fn write_single_offset(path: &Path, offset: i64) -> Result<()> {
-    write_atomically(path, format!("0\n{offset}\n").as_bytes())
+    write_single_offset_as(path, offset, true)
+}
+
+/// `write_single_offset`; `durable` false: made durable by a later `sync_filesystem`
+/// (`Log::close_unsynced`).
+pub fn write_single_offset_as(path: &Path, offset: i64, durable: bool) -> Result<()> {
+    write_replacing(path, format!("0\n{offset}\n").as_bytes(), durable)
 }
 
 /// Reads a single-offset checkpoint; `None` if missing.

@@ -52,7 +52,7 @@ use std::path::Path;
 
 use crate::batch::{add_sequence, BatchHeader, EndTxnMarker};
 use crate::error::{LogError, Result, Tp};
-use crate::offset_checkpoint::write_atomically;
+use crate::offset_checkpoint::write_replacing;
 
 pub const MAX_CACHED_BATCHES: usize = 5;
 pub const SNAPSHOT_FILE: &str = "producer-state.snapshot";
@@ -440,15 +440,13 @@ impl ProducerStateManager {
     }
 
     pub fn write_snapshot(&self, dir: &Path, log_end_offset: i64) -> Result<()> {
-        write_atomically(&dir.join(SNAPSHOT_FILE), &self.snapshot_bytes(log_end_offset))
+        self.write_snapshot_as(dir, log_end_offset, true)
     }
 
-    /// `write_snapshot` made durable by a later `sync_filesystem` (`Log::close_unsynced`).
-    pub fn write_snapshot_unsynced(&self, dir: &Path, log_end_offset: i64) -> Result<()> {
-        crate::offset_checkpoint::write_atomically_unsynced(
-            &dir.join(SNAPSHOT_FILE),
-            &self.snapshot_bytes(log_end_offset),
-        )
+    /// `write_snapshot`; `durable` false: made durable by a later `sync_filesystem`
+    /// (`Log::close_unsynced`).
+    pub fn write_snapshot_as(&self, dir: &Path, log_end_offset: i64, durable: bool) -> Result<()> {
+        write_replacing(&dir.join(SNAPSHOT_FILE), &self.snapshot_bytes(log_end_offset), durable)
     }
 
     /// The snapshot file's bytes, taken as if at `log_end_offset` (also what tiered storage
