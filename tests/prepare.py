@@ -7,6 +7,8 @@ a cold machine passes as a warm one does:
     Iceberg's REST catalog server            tests/iceberg_rest_catalog.py classpath() (Maven Central)
     librdkafka 2.8.0 and its test runner     tests/compat/librdkafka.py (Debian build packages, a build)
     franz-go's kgo test binary               tests/compat/franz_go.py (Go modules, a build)
+    the Go programs the tests run            tests/go/build.py (tests/go/tiered_reader: a kgo
+                                             consumer; the same franz-go, a build)
     Kafka's tools for the operator suite     tests/compat/kafka_tools.py (the jars above)
     the `spark` extra's packages             pip's cache (tests/test_install_extras.py installs
                                              'logbroker[spark]': the newest pyspark is an sdist,
@@ -73,12 +75,23 @@ def _compat(name: str):
     return make
 
 
+def _go_program(name: str):
+    def make() -> str:
+        from tests.go.build import program
+
+        return str(program(name))
+
+    return make
+
+
 STEPS = [
     ("Apache Kafka (broker and tools jars)", _kafka),
     ("Spark's Kafka connector jars", _spark_jars),
     ("Iceberg's REST catalog server", _iceberg_rest),
     ("librdkafka and its test runner", _compat("librdkafka")),
     ("franz-go's kgo test binary", _compat("franz_go")),
+    # after the suite's build: franz-go's modules are downloaded and its dependencies compiled
+    ("tests/go/tiered_reader (franz-go's kgo reading a tiered topic)", _go_program("tiered_reader")),
     ("Kafka's tools suite", _compat("kafka_tools")),
     ("the spark extra's packages in pip's cache", _spark_extra),
 ]

@@ -5,9 +5,15 @@ as produced (keys, values, headers, timestamps, transactions), checked against a
 
 from __future__ import annotations
 
+import base64
+import json
+import struct
+import subprocess
+import sys
 import time
 from pathlib import Path
 
+import pytest
 from conftest import needs_java
 
 import logbroker
@@ -387,6 +393,71 @@ def test_java_consumer_reads_from_offset_zero(tmp_path: Path) -> None:
             )
         assert min(o for _, o in got) < local, "the first records read were remote"
         assert got == model
+
+
+def go_program(name: str) -> Path:
+    """tests/go/<name> built (tests/go/build.py; tests/prepare.py builds it before pytest starts).
+    Without Go, or when the build fails, the test fails saying why: it is never skipped."""
+    root = str(Path(__file__).resolve().parents[1])
+    if root not in sys.path:  # tests.go and tests.compat are packages of the checkout's root
+        sys.path.insert(0, root)
+    from tests.go.build import program
+
+    try:
+        return program(name)
+    except RuntimeError as e:
+        pytest.fail(f"franz-go reader: {e}", pytrace=False)
+
+
+# a cold cache builds the reader first (tests/prepare.py does it before pytest starts): about
+# two minutes on a busy 2-core machine, more with franz-go's modules to download
+@pytest.mark.timeout(600)
+def test_franz_go_reads_from_offset_zero(tmp_path: Path) -> None:
+    """franz-go's kgo consumer (tests/go/tiered_reader, read_committed) reads every committed
+    record from offset 0, with its offset, key, value, headers and timestamp, no aborted one,
+    and the abort markers where the log has them, after the local log kept only its active
+    segment: the aborted transactions too are read from remote storage."""
+    reader = go_program("tiered_reader")
+    with broker(tmp_path) as b:
+        bs = b.bootstrap_servers
+        with Admin(bs) as admin:
+            admin.create_topics([NewTopic("fg", 2, 1, dict(TIERED))])
+        model = produce_model(bs, "fg", 2, 300, aborted_every=60)
+        # committed records after the aborted transactions, so that those are tiered too
+        model.update(produce_model(bs, "fg", 2, 200))
+        local = [tiered_down(bs, "fg", p, tmp_path / "d") for p in (0, 1)]
+        end = [offsets(bs, "fg", p, "latest") for p in (0, 1)]
+        r = subprocess.run([str(reader), bs, "fg", "2", "read_committed"], capture_output=True, timeout=180)
+        assert r.returncode == 0, r.stderr.decode()[-3000:]
+
+    def b64(s: str | None) -> bytes | None:
+        return None if s is None else base64.b64decode(s)
+
+    got: dict[tuple[int, int], tuple] = {}
+    markers: dict[tuple[int, int], int] = {}  # (partition, offset) -> control type: 0 abort, 1 commit
+    for line in r.stdout.decode().splitlines():
+        rec = json.loads(line)
+        at = (rec["partition"], rec["offset"])
+        assert at not in got and at not in markers, f"offset {at[1]} of partition {at[0]} read twice"
+        if rec["control"]:
+            # a control record's key: version (int16), type (int16)
+            markers[at] = struct.unpack(">hh", b64(rec["key"]))[1]
+        else:
+            assert rec["timestamp_type"] == 0, f"{at}: not CreateTime"
+            headers = [(h["key"], b64(h["value"])) for h in rec["headers"]]
+            got[at] = (b64(rec["key"]), b64(rec["value"]), headers, rec["timestamp"])
+    assert got == model, "read_committed from offset 0: every committed record as produced, no aborted one"
+    txns = 300 // 60
+    for p in (0, 1):
+        assert min(o for q, o in got if q == p) < local[p], "the first records read were remote"
+        mine = sorted(o for q, o in markers if q == p)
+        assert [markers[(p, o)] for o in mine] == [0] * txns, "one abort marker per transaction, no commit one"
+        assert max(mine) < local[p], "the aborted transactions were read from remote storage"
+        # the offsets kgo was not given are the aborted records: each transaction's on this
+        # partition (the 5 records went round-robin), just below its marker
+        per_txn = len([k for k in range(5) if k % 2 == p])
+        skipped = set(range(end[p])) - {o for q, o in got if q == p} - set(mine)
+        assert skipped == {m - i for m in mine for i in range(1, per_txn + 1)}
 
 
 def test_remote_fetch_quota_slows_remote_reads(tmp_path: Path) -> None:
