@@ -415,8 +415,9 @@ class PeerCluster:
             extra=first.extra,
             log_dirs=first.log_dir_count,
         )
-        if hasattr(first, "inst"):
-            node.inst = first.inst
+        for attr in ("inst", "extra_classpath", "metadata_dir"):  # the Kafka peer's own options
+            if hasattr(first, attr):
+                setattr(node, attr, getattr(first, attr))
         node.allocate()
         node.roles = "broker"
         node.voters = first.voters

@@ -12,6 +12,10 @@ dependencies and a log4j2 binding, from Maven Central with Maven into
 The version is the newest 4.x that Maven Central lists *and* whose whole dependency set
 resolves; versions skipped on the way are recorded with the reason.
 
+`install_tier(inst)` (on first use by benches/bench_tiered_storage.py) adds Kafka's test tier,
+LocalTieredStorage from kafka-storage's test fixtures jar (its test jar before 4.4), into
+<kafka home>/tier/; a broker started with `extra_classpath=[inst.tier_cp]` can load it.
+
 Run one by hand:
 
     python -m benches.peers.kafka run
@@ -33,6 +37,11 @@ from benches.peers.common import Peer, one_at_a_time, run_cli
 
 HERE = Path(__file__).resolve().parent
 POMS = {"broker": HERE / "maven" / "broker" / "pom.xml", "tools": HERE / "maven" / "tools" / "pom.xml"}
+TIER_POM = HERE / "maven" / "tiered" / "pom.xml"
+# Kafka's test tier, a RemoteStorageManager over a local directory (storage/src/test in Kafka's
+# tree). 4.4 publishes it in kafka-storage's test fixtures jar, 4.3 and earlier in its test jar.
+LOCAL_TIERED_STORAGE = "org.apache.kafka.server.log.remote.storage.LocalTieredStorage"
+TIER_CLASSIFIERS = ("test-fixtures", "test")
 CACHE = Path(os.environ.get("LOGBROKER_BENCH_CACHE", "~/.cache/logbroker-bench")).expanduser()
 M2 = CACHE / "m2"  # Maven's local repository for these downloads
 GROUP_PATH = "org/apache/kafka/kafka_2.13"
@@ -88,6 +97,11 @@ class KafkaInstall:
     @property
     def tools_cp(self) -> str:
         return str(self.home / "tools" / "*")
+
+    @property
+    def tier_cp(self) -> str:
+        """LocalTieredStorage's jar (`install_tier`)."""
+        return str(self.home / "tier" / "*")
 
     @property
     def broker_log4j(self) -> Path:
@@ -194,12 +208,54 @@ def install(refresh: bool = False, verbose: bool = False) -> KafkaInstall:
     raise RuntimeError(f"no Kafka 4.x version resolves from Maven Central: {skipped[:3]}")
 
 
+@one_at_a_time(lambda: CACHE / ".install.lock")
+def install_tier(inst: KafkaInstall, verbose: bool = False) -> Path:
+    """Install (once) Kafka's LocalTieredStorage for `inst`'s version into <home>/tier/ and
+    return that directory. Only that jar is copied: what it needs at run time (kafka-storage,
+    kafka-storage-api, kafka-clients, kafka-server-common, slf4j) is on the broker's classpath
+    already. It refers to TestUtils of kafka-clients' test fixtures, which Maven Central does
+    not carry for 4.4, but only when no directory is configured (`rsm.config.dir`)."""
+    out = inst.home / "tier"
+    if any(out.glob("kafka-storage-*.jar")):
+        return out
+    reasons = []
+    for classifier in TIER_CLASSIFIERS:
+        r = _mvn(
+            [
+                "-f",
+                str(TIER_POM),
+                f"-Dkafka.version={inst.version}",
+                f"-Dtier.classifier={classifier}",
+                "dependency:copy-dependencies",
+                "-DexcludeTransitive=true",
+                f"-DoutputDirectory={out}",
+            ],
+            verbose,
+        )
+        if r.returncode == 0:
+            return out
+        reasons.append(next((ln for ln in (r.stdout + r.stderr).splitlines() if "ERROR" in ln), "mvn failed"))
+    raise RuntimeError(f"no kafka-storage test jar for Kafka {inst.version} on Maven Central: {reasons}")
+
+
 class KafkaPeer(Peer):
     name = "kafka"
 
-    def __init__(self, *a, install_info: KafkaInstall | None = None, **kw):
+    def __init__(
+        self,
+        *a,
+        install_info: KafkaInstall | None = None,
+        extra_classpath: list[str] | None = None,
+        metadata_dir: bool = False,
+        **kw,
+    ):
+        """`extra_classpath`: entries after the broker's jars (a RemoteStorageManager's jar).
+        `metadata_dir`: the metadata log in a directory of its own (metadata.log.dir,
+        <temp dir>/metadata), so log.dirs holds nothing but partition data and meta.properties."""
         super().__init__(*a, **kw)
         self.inst = install_info
+        self.extra_classpath = list(extra_classpath or [])
+        self.metadata_dir = metadata_dir
         self.t_format = 0.0
 
     @staticmethod
@@ -228,6 +284,7 @@ class KafkaPeer(Peer):
             "inter.broker.listener.name": "PLAINTEXT",
             "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
             "log.dirs": self.log_dirs_setting,
+            **({"metadata.log.dir": self.metadata_log_dir_setting} if self.metadata_dir else {}),
             "num.partitions": "1",
             "default.replication.factor": rf,
             "min.insync.replicas": min_isr,
@@ -245,6 +302,10 @@ class KafkaPeer(Peer):
             "message.max.bytes": "1048588",
             "auto.create.topics.enable": "true",
         } | self.extra
+
+    @property
+    def metadata_log_dir_setting(self) -> str:
+        return str(self.workdir / "metadata") if self.workdir else "<temp dir>/metadata"
 
     def settings(self) -> dict[str, str]:
         s = dict(self._props())
@@ -294,7 +355,7 @@ class KafkaPeer(Peer):
             f"-Dkafka.logs.dir={self.workdir}",
             f"-Dlog4j2.configurationFile={self.inst.broker_log4j}",
             "-cp",
-            self.inst.broker_cp,
+            os.pathsep.join([self.inst.broker_cp, *self.extra_classpath]),
             "kafka.Kafka",
             str(self.workdir / "server.properties"),
         ]
