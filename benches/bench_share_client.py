@@ -70,7 +70,7 @@ def run_ours(bs: str, group: str, n: int, max_poll: int) -> tuple[float, float]:
 
 
 def run_java(tools, bs: str, group: str, n: int, max_poll: int) -> tuple[float, float]:
-    cmd = tools.tools_java(str(BENCH_JAVA), [bs, group, TOPIC, str(n), str(max_poll)], heap="-Xmx1g")
+    cmd = tools.tools_java(str(BENCH_JAVA), [bs, group, TOPIC, str(n), str(max_poll)], heap="-Xmx1g", short_lived=False)
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     line = next((ln for ln in r.stdout.splitlines() if ln.startswith("RESULT ")), None)
     if r.returncode != 0 or line is None:

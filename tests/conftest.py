@@ -19,6 +19,11 @@ from logbroker import Broker
 
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 
+# Apache Kafka brokers started by tests live for a module at most: C1 alone and the serial
+# collector (benches/peers/kafka.py broker_jvm_opts), about half the CPU of a default JVM's
+# first minute on two cores. Benchmarks never set it.
+os.environ["LOGBROKER_KAFKA_SHORT_LIVED"] = "1"
+
 
 # Every `logbroker serve` process the running test started (BrokerProcess.start), so that a
 # failure report carries the tail of their logs: a CI run leaves nothing else to read.

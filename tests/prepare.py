@@ -3,6 +3,8 @@ runs `python -m tests.prepare`), so that no test pays for a cold cache inside it
 a cold machine passes as a warm one does:
 
     Apache Kafka's broker and tools jars     benches/peers/kafka.py install() (Maven Central)
+    the tools' class-data archive            benches/peers/kafka.py make_tools_archive() (one
+                                             kafka-topics run against a logbroker broker)
     Spark's Kafka connector jars             spark/jars.py (Maven Central)
     Iceberg's REST catalog server            tests/iceberg_rest_catalog.py classpath() (Maven Central)
     librdkafka 2.8.0 and its test runner     tests/compat/librdkafka.py (Debian build packages, a build)
@@ -33,9 +35,14 @@ for p in (ROOT, ROOT / "tests", ROOT / "spark"):
 
 
 def _kafka() -> str:
-    from benches.peers.kafka import install
+    from benches.peers.kafka import install, make_tools_archive
+    from logbroker import Broker
 
-    return f"Apache Kafka {install().version}"
+    inst = install()
+    if not inst.tools_archive.exists():  # the classes of a tools run, for every later one
+        with Broker() as b:
+            make_tools_archive(inst, b.bootstrap_servers)
+    return f"Apache Kafka {inst.version} (and the tools' class-data archive)"
 
 
 def _spark_jars() -> str:

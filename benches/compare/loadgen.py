@@ -79,7 +79,7 @@ def java_produce(inst, bootstrap: str, topic: str, size: int, count: int, acks: 
         "--command-property",
         *props,
     ]
-    r = _run(inst.tools_java("org.apache.kafka.tools.ProducerPerformance", args), timeout)
+    r = _run(inst.tools_java("org.apache.kafka.tools.ProducerPerformance", args, short_lived=False), timeout)
     m = _STEADY.search(r.stdout)
     if r.returncode != 0 or not m:
         raise LoadError(f"ProducerPerformance failed (rc {r.returncode}): {_last_error(r.stdout + r.stderr)}")
@@ -99,7 +99,7 @@ def java_consume(inst, bootstrap: str, topic: str, size: int, count: int, timeou
     random perf-consumer-N): it needs FindCoordinator/JoinGroup/SyncGroup on the broker.
     The rate reported is its fetch rate, which leaves out the group join."""
     args = ["--bootstrap-server", bootstrap, "--topic", topic, "--num-records", str(count), "--timeout", "20000"]
-    r = _run(inst.tools_java("org.apache.kafka.tools.ConsumerPerformance", args), timeout)
+    r = _run(inst.tools_java("org.apache.kafka.tools.ConsumerPerformance", args, short_lived=False), timeout)
     rows = [ln for ln in r.stdout.splitlines() if re.match(r"^\d{4}-\d\d-\d\d ", ln)]
     if r.returncode != 0 or not rows:
         raise LoadError(f"ConsumerPerformance failed (rc {r.returncode}): {_last_error(r.stdout + r.stderr)}")

@@ -58,6 +58,18 @@ JVM_PERF_OPTS = [
     "-XX:MaxInlineLevel=15",
     "-Djava.awt.headless=true",
 ]
+# Brokers that live for one test (tests/conftest.py sets LOGBROKER_KAFKA_SHORT_LIVED=1): C1
+# alone and the serial collector, as short-lived tools run (KafkaInstall.tools_java). C2's
+# compiler threads spend most of a young JVM's CPU on two cores; no benchmark sets it.
+SHORT_LIVED_OPTS = ["-Xms256m", "-Xmx1g", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Djava.awt.headless=true"]
+SHORT_LIVED_ENV = "LOGBROKER_KAFKA_SHORT_LIVED"
+
+
+def broker_jvm_opts() -> list[str]:
+    if os.environ.get(SHORT_LIVED_ENV) == "1":
+        return list(SHORT_LIVED_OPTS)
+    return HEAP_OPTS + JVM_PERF_OPTS
+
 
 LOG4J2 = """\
 status = warn
@@ -111,8 +123,25 @@ class KafkaInstall:
     def tools_log4j(self) -> Path:
         return self.home / "log4j2-tools.properties"
 
-    def tools_java(self, main: str, args: list[str], heap: str = "-Xmx512m") -> list[str]:
-        return ["java", heap, f"-Dlog4j2.configurationFile={self.tools_log4j}", "-cp", self.tools_cp, main, *args]
+    @property
+    def tools_archive(self) -> Path:
+        """The class-data archive of a tools run (`make_tools_archive`)."""
+        return self.home / "tools.jsa"
+
+    def tools_java(self, main: str, args: list[str], heap: str = "-Xmx512m", short_lived: bool = True) -> list[str]:
+        """The command running one of Kafka's tools (or a Java client program) on the tools'
+        classpath. `short_lived` (a command-line tool, a test's client): C1 alone and the
+        serial collector, and the classes of a tools run mapped from `tools_archive` when it
+        was made: about a third of the CPU of a default JVM's start (0.8 against 2.4-2.9 CPU s
+        for kafka-topics --create on 2 cores), which C2's compiler threads and class loading
+        spend on a run of a few seconds. Off for throughput (ProducerPerformance, benches).
+        JVM warnings go to stderr (a mismatched archive is ignored, with a warning)."""
+        jvm = ["java", heap]
+        if short_lived:
+            jvm += ["-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Xlog:disable", "-Xlog:all=warning:stderr"]
+            if self.tools_archive.exists():
+                jvm.append(f"-XX:SharedArchiveFile={self.tools_archive}")
+        return [*jvm, f"-Dlog4j2.configurationFile={self.tools_log4j}", "-cp", self.tools_cp, main, *args]
 
 
 def _mvn(args: list[str], verbose: bool) -> subprocess.CompletedProcess:
@@ -238,6 +267,32 @@ def install_tier(inst: KafkaInstall, verbose: bool = False) -> Path:
     raise RuntimeError(f"no kafka-storage test jar for Kafka {inst.version} on Maven Central: {reasons}")
 
 
+@one_at_a_time(lambda: CACHE / ".install.lock")
+def make_tools_archive(inst: KafkaInstall, bootstrap: str) -> Path:
+    """Once per install: runs kafka-topics --create against `bootstrap` (a broker of any kind)
+    with -XX:ArchiveClassesAtExit, so later short-lived tool runs map the classes it loaded
+    (the JDK's, kafka-clients', the admin client's, log4j's) instead of loading them from the
+    jars (`tools_java`). Made by tests/prepare.py before the tests start. A JDK other than
+    the one that made it ignores it."""
+    out = inst.tools_archive
+    if out.exists():
+        return out
+    tmp = out.with_suffix(".jsa.tmp")
+    cmd = inst.tools_java(
+        "org.apache.kafka.tools.TopicCommand",
+        ["--bootstrap-server", bootstrap, "--create", "--topic", "class-data-archive", "--partitions", "1"],
+        short_lived=False,
+    )
+    cmd[2:2] = ["-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", f"-XX:ArchiveClassesAtExit={tmp}"]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    if r.returncode != 0 or not tmp.exists():
+        raise RuntimeError(
+            f"the tools' class-data archive was not made (rc {r.returncode}): {(r.stdout + r.stderr)[-2000:]}"
+        )
+    os.replace(tmp, out)
+    return out
+
+
 class KafkaPeer(Peer):
     name = "kafka"
 
@@ -309,7 +364,7 @@ class KafkaPeer(Peer):
 
     def settings(self) -> dict[str, str]:
         s = dict(self._props())
-        s["(jvm)"] = " ".join(HEAP_OPTS + JVM_PERF_OPTS)
+        s["(jvm)"] = " ".join(broker_jvm_opts())
         s["(threads)"] = "num.network.threads=3, num.io.threads=8 (Kafka defaults)"
         return s
 
@@ -329,6 +384,8 @@ class KafkaPeer(Peer):
             [
                 "java",
                 "-Xmx256m",
+                "-XX:TieredStopAtLevel=1",  # a tool's run of a few seconds (tools_java)
+                "-XX:+UseSerialGC",
                 f"-Dlog4j2.configurationFile={self.inst.tools_log4j}",
                 "-cp",
                 self.inst.broker_cp,
@@ -350,8 +407,7 @@ class KafkaPeer(Peer):
         assert self.inst is not None and self.workdir is not None
         cmd = [
             "java",
-            *HEAP_OPTS,
-            *JVM_PERF_OPTS,
+            *broker_jvm_opts(),
             f"-Dkafka.logs.dir={self.workdir}",
             f"-Dlog4j2.configurationFile={self.inst.broker_log4j}",
             "-cp",
