@@ -19,9 +19,10 @@ from logbroker import Broker
 
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 
-# Apache Kafka brokers started by tests live for a module at most: C1 alone and the serial
-# collector (benches/peers/kafka.py broker_jvm_opts), about half the CPU of a default JVM's
-# first minute on two cores. Benchmarks never set it.
+# Apache Kafka brokers started by tests live for a module at most: the serial collector and
+# a 256 MB initial heap besides C1 (JDK_JAVA_OPTIONS below; benches/peers/kafka.py
+# broker_jvm_opts). Kafka's tools get the same and a class-data archive (tools_java).
+# Benchmarks never set it.
 os.environ["LOGBROKER_KAFKA_SHORT_LIVED"] = "1"
 
 

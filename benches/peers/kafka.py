@@ -58,9 +58,10 @@ JVM_PERF_OPTS = [
     "-XX:MaxInlineLevel=15",
     "-Djava.awt.headless=true",
 ]
-# Brokers that live for one test (tests/conftest.py sets LOGBROKER_KAFKA_SHORT_LIVED=1): C1
-# alone and the serial collector, as short-lived tools run (KafkaInstall.tools_java). C2's
-# compiler threads spend most of a young JVM's CPU on two cores; no benchmark sets it.
+# Brokers that live for one test or module (tests/conftest.py sets LOGBROKER_KAFKA_SHORT_LIVED=1):
+# C1 alone, the serial collector and a small initial heap, as short-lived tools run
+# (KafkaInstall.tools_java): G1's concurrent threads and C2's compiles are most of a young
+# JVM's CPU on two cores. No benchmark sets it.
 SHORT_LIVED_OPTS = ["-Xms256m", "-Xmx1g", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Djava.awt.headless=true"]
 SHORT_LIVED_ENV = "LOGBROKER_KAFKA_SHORT_LIVED"
 
@@ -132,10 +133,11 @@ class KafkaInstall:
         """The command running one of Kafka's tools (or a Java client program) on the tools'
         classpath. `short_lived` (a command-line tool, a test's client): C1 alone and the
         serial collector, and the classes of a tools run mapped from `tools_archive` when it
-        was made: about a third of the CPU of a default JVM's start (0.8 against 2.4-2.9 CPU s
-        for kafka-topics --create on 2 cores), which C2's compiler threads and class loading
-        spend on a run of a few seconds. Off for throughput (ProducerPerformance, benches).
-        JVM warnings go to stderr (a mismatched archive is ignored, with a warning)."""
+        was made (kafka-topics on 2 cores, user CPU: a default JVM 2.2-2.7 s, C1 alone
+        1.3-1.7 s, C1 with the serial collector and the archive 0.7-0.8 s): C2's compiler
+        threads and loading classes from jars are most of a run of a few seconds. Off for
+        throughput (ProducerPerformance, benches). JVM warnings go to stderr (a mismatched
+        archive is ignored, with a warning)."""
         jvm = ["java", heap]
         if short_lived:
             jvm += ["-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Xlog:disable", "-Xlog:all=warning:stderr"]

@@ -72,8 +72,6 @@ TOOLS = {
     "kafka-reassign-partitions": T + "reassign.ReassignPartitionsCommand",
     "kafka-delegation-tokens": T + "DelegationTokenCommand",
 }
-# short-lived JVMs: the C1 compiler only and the serial collector start faster and use less CPU
-JVM_FLAGS = ["-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC"]
 TOOL_TIMEOUT = 120.0
 PREFIX = "kt"  # of the topics, groups and transactional ids the cases create
 
@@ -187,8 +185,8 @@ class Ctx:
     # -- tools ---------------------------------------------------------------------------
     def tool(self, name: str, *args: str, rc: int | None = 0, timeout: float = TOOL_TIMEOUT) -> ToolRun:
         """Run Kafka's `name` tool with `args`; CaseFailed unless it exits with `rc` (None: any)."""
+        # a short-lived JVM: C1 alone, the serial collector, the tools' class-data archive
         cmd = self.run.inst.tools_java(TOOLS[name], list(args), heap="-Xmx256m")
-        cmd[1:1] = JVM_FLAGS
         shown = f"$ {name} " + " ".join(args)
         try:
             p = subprocess.run(
