@@ -102,20 +102,6 @@ def list_offsets(bs: str, partitions: int, spec: str) -> list[int]:
         return [r[TopicPartition(TOPIC, p)][0] for p in range(partitions)]
 
 
-def wait_for(cond, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        try:
-            v = cond()
-            if v:
-                return v
-        except Exception as e:  # a node restarting: asked again
-            last = e
-        time.sleep(0.5)
-    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what} (last error: {last!r})")
-
-
 def topic_bytes(node) -> int:
     return sum(f.stat().st_size for f in node.data_dir.glob(f"{TOPIC}-*/*") if f.is_file())
 
@@ -285,6 +271,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dir", help="where the nodes' data goes (default: a temporary directory)")
     args = ap.parse_args(argv)
 
+    from polling import wait_until  # tests/polling.py
     from store_relay import StallingRelay  # tests/store_relay.py
 
     import logbroker
@@ -328,7 +315,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{n:,} records of {args.record_size} B ({args.gb:g} GB) to {args.partitions} partitions", flush=True)
             took = produce(cluster, relay, args, n)
             print(f"produced and acknowledged in {took:.0f} s ({args.gb * 1e3 / took:.1f} MB/s)", flush=True)
-            wait_for(lambda: all(len(p.isr) == 3 for p in describe(bs).values()), 300, "every replica in the ISR")
+            wait_until(lambda: all(len(p.isr) == 3 for p in describe(bs).values()), 300, "every replica in the ISR")
 
             t0 = time.monotonic()
             ends = list_offsets(bs, args.partitions, "latest")
@@ -346,7 +333,7 @@ def main(argv: list[str] | None = None) -> int:
                     and all(topic_bytes(node) <= args.partitions * (LOCAL + 3 * SEGMENT) for node in cluster.nodes)
                 )
 
-            wait_for(tiered_down, 1800, "every broker's local part within local.retention.bytes")
+            wait_until(tiered_down, 1800, "every broker's local part within local.retention.bytes")
             total = args.gb * 1e9
             print(f"tiered down {time.monotonic() - t0:.0f} s after the last acknowledgement", flush=True)
             for node in cluster.nodes:
@@ -371,7 +358,7 @@ def main(argv: list[str] | None = None) -> int:
                 shutil.rmtree(d)
             t0 = time.monotonic()
             node.start()
-            wait_for(
+            wait_until(
                 lambda: all(node.node_id in p.isr for p in describe(bs).values()),
                 1800,
                 f"node {node.node_id} back in every ISR",

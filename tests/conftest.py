@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
+from polling import wait_until  # noqa: F401 - the tests import it from here
 
 from logbroker import Broker
 
@@ -269,22 +270,6 @@ def cluster_processes(tmp_path, n: int = 3, extra=()) -> list[BrokerProcess]:
     for bp in nodes:
         bp.start()
     return nodes
-
-
-def wait_until(cond, timeout: float = 30.0, what: str = ""):
-    """Poll `cond` until it returns something true (returned); errors count as not yet (a
-    node may be mid-election); AssertionError naming `what` and the last error on timeout."""
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        try:
-            v = cond()
-            if v:
-                return v
-        except Exception as e:  # noqa: BLE001
-            last = e
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what} (last error: {last})")
 
 
 def require_java() -> None:
