@@ -25,6 +25,7 @@ pub mod leader_epoch_cache;
 pub mod log;
 pub mod offset_checkpoint;
 pub mod offset_index;
+pub mod open_log_files;
 pub mod producer_state;
 pub mod recovery;
 pub mod segment;

@@ -40,6 +40,11 @@
 //!   is lost only if the kernel evicted the inode in between, the price of holding nothing);
 //! - opening a log (new or existing) leaves every file closed; `close` drops every handle.
 //!
+//! - over all logs, the process keeps at most half the soft open files limit of `.log`
+//!   handles (`open_log_files.rs`): opening one more closes the least recently used, so
+//!   writing to more partitions at once than descriptors allow (a restart's first writes to
+//!   50,000 partitions) is no shortage.
+//!
 //! So a log holds at most 1 + `MAX_OPEN_INACTIVE_SEGMENT_FILES` descriptors of its own (1
 //! while appended to and read at the tail), and 0 once idle for a whole sweep interval (the
 //! second sweep after its last use closes its files), whatever its segment count. Regions handed out and a cleaning pass in progress hold their own

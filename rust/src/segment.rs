@@ -54,7 +54,9 @@
 //!   the policy documented in `log.rs`, the active segment's included;
 //! - an operation that writes an inactive segment (truncation, recovery) reopens its `.log`
 //!   read-write for that;
-//! - a flush of a closed file opens it by path for the fsync ([`SyncTarget`]).
+//! - a flush of a closed file opens it by path for the fsync ([`SyncTarget`]);
+//! - the handle lives in a [`LogFileSlot`], which the process-wide budget may close between
+//!   two calls (`open_log_files.rs`); every use takes the handle from the slot afresh.
 //!
 //! Closing only drops the segment's own `Arc<File>`: a [`FileRegion`] handed out earlier keeps
 //! its descriptor until it is dropped, so a send in progress is never cut short. Deletion and
@@ -76,6 +78,7 @@ use crate::error::{IoContext, LogError, Result};
 use crate::file_region::FileRegion;
 use crate::index_file::SyncTarget;
 use crate::offset_index::{self, OffsetIndex};
+use crate::open_log_files::LogFileSlot;
 use crate::time_index::{self, TimeIndex};
 
 pub fn file_name(base_offset: i64, suffix: &str) -> String {
@@ -104,10 +107,10 @@ pub struct Recovered {
 pub struct Segment {
     pub base_offset: i64,
     pub log_path: PathBuf,
-    /// The `.log` handle; `None` while an inactive segment's file is closed.
-    file: Option<Arc<File>>,
-    /// `file` was opened read-write (the active segment, or a write on an inactive one).
-    writable: bool,
+    /// The `.log` handle (empty while the file is closed) and whether it was opened
+    /// read-write (the active segment, or a write on an inactive one); the process-wide
+    /// budget may close it between two calls (`open_log_files.rs`).
+    file: Arc<LogFileSlot>,
     /// The segment appends (the log's last one): its `.log` opens read-write.
     active: bool,
     /// Identifies this segment's regions (`holds`); stable across reopening the file.
@@ -165,8 +168,7 @@ impl Segment {
     pub fn create_file(&mut self) -> Result<()> {
         let lp = &self.log_path;
         let file = OpenOptions::new().read(true).write(true).create(true).truncate(true).open(lp).ctx(lp)?;
-        self.file = Some(Arc::new(file));
-        self.writable = true;
+        self.file.set(Arc::new(file), true);
         Ok(())
     }
 
@@ -178,8 +180,7 @@ impl Segment {
             base_offset,
             path_arc: Arc::new(lp.clone()),
             log_path: lp,
-            file: None,
-            writable: false,
+            file: LogFileSlot::new(),
             active: true,
             last_used: 0,
             size: 0,
@@ -231,8 +232,7 @@ impl Segment {
             base_offset,
             path_arc: Arc::new(lp.clone()),
             log_path: lp,
-            file: Some(Arc::clone(&file)),
-            writable: false,
+            file: LogFileSlot::new(),
             active: false,
             last_used: 0,
             size,
@@ -246,6 +246,7 @@ impl Segment {
             rolling_base_ms: None,
             unflushed_bytes: 0,
         };
+        seg.file.set(Arc::clone(&file), false);
         if needs_recovery {
             return Ok((seg, true));
         }
@@ -411,46 +412,41 @@ impl Segment {
     /// The `.log` handle for a read: the open one, or the file opened now (read-only, or
     /// read-write for the active segment, which the next append then uses).
     pub fn reader(&mut self) -> Result<Arc<File>> {
-        if let Some(f) = &self.file {
-            return Ok(Arc::clone(f));
+        if let Some((f, _)) = self.file.get() {
+            return Ok(f);
         }
         if self.active {
             return self.writable_file();
         }
         let f = Arc::new(File::open(&self.log_path).ctx(&self.log_path)?);
-        self.file = Some(Arc::clone(&f));
-        self.writable = false;
+        self.file.set(Arc::clone(&f), false);
         Ok(f)
     }
 
     /// The `.log` handle for a write: reopened read-write if it is closed or read-only.
     fn writable_file(&mut self) -> Result<Arc<File>> {
-        match &self.file {
-            Some(f) if self.writable => Ok(Arc::clone(f)),
-            _ => {
-                let f = Arc::new(OpenOptions::new().read(true).write(true).open(&self.log_path).ctx(&self.log_path)?);
-                self.file = Some(Arc::clone(&f));
-                self.writable = true;
-                Ok(f)
-            }
+        if let Some((f, true)) = self.file.get() {
+            return Ok(f);
         }
+        let f = Arc::new(OpenOptions::new().read(true).write(true).open(&self.log_path).ctx(&self.log_path)?);
+        self.file.set(Arc::clone(&f), true);
+        Ok(f)
     }
 
     /// Drops the segment's own `.log` handle (an idle or inactive segment; see the module
     /// docs). Regions handed out keep theirs. The next append or read reopens the file;
     /// unflushed bytes stay counted and a flush fsyncs the file by path.
     pub fn close_log_file(&mut self) {
-        self.file = None;
-        self.writable = false;
+        self.file.close();
     }
 
     pub fn is_log_file_open(&self) -> bool {
-        self.file.is_some()
+        self.file.is_open()
     }
 
     /// Descriptors the segment itself holds (0 or 1: its `.log`), for tests and metrics.
     pub fn open_descriptors(&self) -> usize {
-        usize::from(self.file.is_some())
+        usize::from(self.file.is_open())
     }
 
     pub fn is_active(&self) -> bool {
@@ -718,7 +714,7 @@ impl Segment {
     /// read opens the `.log` read-write.
     pub fn make_active(&mut self) {
         self.active = true;
-        if !self.writable {
+        if self.file.get().is_some_and(|(_, writable)| !writable) {
             self.close_log_file();
         }
     }
@@ -733,8 +729,9 @@ impl Segment {
     /// always, a closed one if it changed since its last fsync (opened by path for it), an
     /// index file if it changed.
     pub fn flush(&mut self) -> Result<()> {
-        if self.file.is_some() || self.unflushed_bytes > 0 {
-            SyncTarget { file: self.file.clone(), path: self.log_path.clone() }.sync(false)?;
+        let file = self.file.peek();
+        if file.is_some() || self.unflushed_bytes > 0 {
+            SyncTarget { file, path: self.log_path.clone() }.sync(false)?;
         }
         self.offset_index.sync()?;
         self.time_index.sync()?;
@@ -747,7 +744,7 @@ impl Segment {
     /// recovery point passes them). Marks the segment flushed; the caller calls
     /// [`Self::mark_unflushed`] if an fsync fails.
     pub fn sync_targets(&mut self) -> Result<Vec<SyncTarget>> {
-        let mut targets = vec![SyncTarget { file: self.file.clone(), path: self.log_path.clone() }];
+        let mut targets = vec![SyncTarget { file: self.file.peek(), path: self.log_path.clone() }];
         targets.extend(self.offset_index.sync_target()?);
         match self.time_index.sync_target() {
             Ok(t) => targets.extend(t),

@@ -71,8 +71,74 @@ fn descriptor_shortage_is_a_named_per_partition_error() {
     if std::env::var_os(ALONE).is_some() {
         return shortage_in_this_process();
     }
+    run_alone("descriptor_shortage_is_a_named_per_partition_error");
+}
+
+/// Many more partitions written at once than the open files limit allows: every append
+/// succeeds, because the process-wide budget (`open_log_files.rs`: half the soft limit)
+/// closes the least recently used `.log` handles; the descriptors held under the logs'
+/// directory stay within it, and every record reads back, before and after reopening.
+#[test]
+fn writing_more_partitions_than_descriptors_stays_within_the_budget() {
+    if std::env::var_os(ALONE).is_some() {
+        return budget_in_this_process();
+    }
+    run_alone("writing_more_partitions_than_descriptors_stays_within_the_budget");
+}
+
+fn budget_in_this_process() {
+    let t = tempfile::tempdir().unwrap();
+    let root = t.path().canonicalize().unwrap();
+    let (soft, _) = open_files_limit().unwrap();
+    let limit = max_fd() + 64;
+    set_open_files_soft_limit(limit).unwrap();
+    let budget = crate::open_log_files::budget();
+    assert_eq!(budget, usize::try_from(limit / 2).unwrap());
+    let partitions = 3 * usize::try_from(limit).unwrap(); // three times the limit, six times the budget
+    let logs: Vec<Log> = (0..partitions)
+        .map(|p| {
+            Log::open(&root.join(format!("wide-{p}")), "wide", i32::try_from(p).unwrap(), config(), None, 0).unwrap()
+        })
+        .collect();
+    let mut peak = 0;
+    for round in 0..2 {
+        for (p, log) in logs.iter().enumerate() {
+            put(log, round * partitions + p).unwrap_or_else(|e| panic!("round {round}, wide-{p}: {e}"));
+            if p % 97 == 0 {
+                peak = peak.max(fds_under(&root));
+            }
+        }
+    }
+    let held = fds_under(&root);
+    assert!(held <= budget && peak <= budget, "held {held}, peak {peak}, budget {budget}");
+    assert!(crate::open_log_files::open_count() <= budget);
+    for (p, log) in logs.iter().enumerate() {
+        let values: Vec<_> = log.read_records(0, None, None).unwrap().into_iter().map(|r| r.value).collect();
+        let want: Vec<_> =
+            (0..2).map(|r| Some(format!("value {} of the shortage test", r * partitions + p).into_bytes())).collect();
+        assert_eq!(values, want, "wide-{p}");
+    }
+    for log in logs {
+        log.close().unwrap();
+    }
+    assert_eq!(fds_under(&root), 0);
+    set_open_files_soft_limit(soft).unwrap();
+}
+
+/// Descriptors of this process open on files under `dir`.
+fn fds_under(dir: &Path) -> usize {
+    std::fs::read_dir("/proc/self/fd")
+        .unwrap()
+        .filter_map(Result::ok)
+        .filter(|e| std::fs::read_link(e.path()).is_ok_and(|t| t.starts_with(dir)))
+        .count()
+}
+
+/// Runs the test `test_name` of this module in a child process of the test binary (the open
+/// files limit and the descriptor budget are per process), with `ALONE` set.
+fn run_alone(test_name: &str) {
     let module = module_path!().split_once("::").map_or(module_path!(), |(_, m)| m);
-    let name = format!("{module}::descriptor_shortage_is_a_named_per_partition_error");
+    let name = format!("{module}::{test_name}");
     let out = std::process::Command::new(std::env::current_exe().unwrap())
         .args([name.as_str(), "--exact", "--test-threads=1", "--nocapture"])
         .env(ALONE, "1")

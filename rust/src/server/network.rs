@@ -78,6 +78,8 @@ const MAX_LISTENERS: usize = 1000;
 const FIRST_CONN_TOKEN: usize = FIRST_LISTENER + MAX_LISTENERS;
 const FIRST_CONN: u64 = FIRST_CONN_TOKEN as u64;
 const TICK: Duration = Duration::from_secs(1);
+/// How long after a failed accept (out of descriptors) the listeners are tried again.
+const ACCEPT_RETRY: Duration = Duration::from_millis(100);
 
 pub struct NetworkLoop {
     poll: Poll,
@@ -96,6 +98,10 @@ pub struct NetworkLoop {
     /// Followers expected to add partitions this broker became leader of.
     expected: ExpectedFollowers,
     last_tick: Instant,
+    /// Set while accepting failed (out of descriptors): when to try every listener again.
+    accept_retry_at: Option<Instant>,
+    /// Accepting failed and has not succeeded since (the failure is reported once).
+    accept_failing: bool,
 }
 
 impl NetworkLoop {
@@ -122,6 +128,8 @@ impl NetworkLoop {
             throttled: HashMap::new(),
             expected: ExpectedFollowers::default(),
             last_tick: Instant::now(),
+            accept_retry_at: None,
+            accept_failing: false,
         })
     }
 
@@ -145,6 +153,7 @@ impl NetworkLoop {
             if !self.run_commands() {
                 break;
             }
+            self.retry_accept();
             self.run_parked();
             self.unmute_throttled();
             self.resume_paused();
@@ -169,6 +178,7 @@ impl NetworkLoop {
         loop {
             match self.listeners[listener].accept() {
                 Ok((mut stream, addr)) => {
+                    self.accept_failing = false;
                     let _ = stream.set_nodelay(true);
                     let id = self.next_id;
                     self.next_id += 1;
@@ -206,8 +216,17 @@ impl NetworkLoop {
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => {
-                    // EMFILE and the like: report and let the next readiness event retry.
-                    self.shared.push_event(Event::Fatal(format!("accepting a connection failed: {e}")));
+                    // EMFILE and the like: report once, and retry after `ACCEPT_RETRY` (the
+                    // listener is edge-triggered: connections waiting in its backlog bring no
+                    // new readiness event, and would wait until another client connects).
+                    if !self.accept_failing {
+                        self.accept_failing = true;
+                        self.shared.push_event(Event::Fatal(format!(
+                            "accepting a connection failed: {e}; retrying every {} ms",
+                            ACCEPT_RETRY.as_millis()
+                        )));
+                    }
+                    self.accept_retry_at = Some(Instant::now() + ACCEPT_RETRY);
                     return;
                 }
             }
@@ -495,12 +514,25 @@ impl NetworkLoop {
         }
     }
 
+    /// Accepts again on every listener once the retry time after a failed accept passed (a
+    /// success ends the failure: the next one is reported again).
+    fn retry_accept(&mut self) {
+        if self.accept_retry_at.is_none_or(|t| t > Instant::now()) {
+            return;
+        }
+        self.accept_retry_at = None;
+        for i in 0..self.listeners.len() {
+            self.accept(i);
+        }
+    }
+
     fn poll_timeout(&self) -> Duration {
         let now = Instant::now();
         self.parked
             .values()
             .map(Parked::deadline)
             .chain(self.throttled.values().copied())
+            .chain(self.accept_retry_at)
             .map(|t| t.saturating_duration_since(now))
             .min()
             .map_or(TICK, |d| d.min(TICK))
