@@ -42,6 +42,7 @@ import argparse
 import json
 import os
 import statistics
+import subprocess
 import time
 from pathlib import Path
 
@@ -60,6 +61,10 @@ PEERS = {"logbroker": LogbrokerPeer, "kafka": KafkaPeer}
 # growth: the node a round restarts snapshots its metadata this long after records come
 # (Kafka's metadata.log.max.snapshot.interval.ms), longer than a restart takes, and the round
 # waits for that snapshot (the line the node logs) before restarting it again
+# restart_to_writable: how long a node's clean shutdown is waited for before SIGKILL (longer
+# than the harness's usual 30 s: at 50,000 partitions logbroker's takes about a minute on this
+# machine, docs/benchmarks.md, and a kill would turn the restart into a recovery of every log)
+STOP_SECONDS = 180
 SNAPSHOT_INTERVAL = ("metadata.log.max.snapshot.interval.ms", "10000")
 SNAPSHOT_LOGGED = b"the log before it is dropped"  # the line a snapshot taken logs (metadata_quorum.py)
 
@@ -316,14 +321,28 @@ def new_broker_seconds(peer, topics: int, deadline_s: float = 600) -> tuple[floa
     return caught_up, registered
 
 
+def _wait_exit(proc, deadline: float) -> bool:
+    """Whether `proc` exited before `deadline`."""
+    try:
+        proc.wait(max(0.0, deadline - time.monotonic()))
+        return True
+    except subprocess.TimeoutExpired:
+        return False
+
+
 def restart_to_writable(peer, nodes: int, topics: int, per_topic: int, deadline_s: float = 600) -> tuple[float, float]:
     """SIGTERM every node, start them again on the same data, then one acks=1 record to every
     partition: (seconds from the first spawn until the last is acknowledged, CPU seconds the
-    node processes used in that time)."""
+    node processes used in that time). The shutdown is waited for up to `STOP_SECONDS` (a
+    SIGKILL would make the restart a recovery of every log); each node keeps its time as
+    `t_shutdown` and whether it had to be killed as `shutdown_killed`."""
     members = peer.nodes if nodes > 1 else [peer]
+    t_term = time.monotonic()
     for node in members:  # signal every node first: they shut down together
         node.proc.terminate()
     for node in members:
+        node.shutdown_killed = not _wait_exit(node.proc, t_term + STOP_SECONDS)
+        node.t_shutdown = time.monotonic() - t_term
         node.stop(keep_data=True)
     t0 = time.monotonic()
     for node in members:
@@ -536,6 +555,8 @@ def run_one(
         if nodes == 1:
             result["restart_to_writable_seconds"], _ = restart_to_writable(peer, nodes, topics, per_topic)
             result["restart_to_listening_seconds"] = peer.t_listening - peer.t_spawn
+            result["shutdown_seconds"] = peer.t_shutdown
+            result["shutdown_killed"] = peer.shutdown_killed
             result["rss_mb_after_restart"] = peer.rss() / 1e6
         return result
     finally:

@@ -32,7 +32,7 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use crate::error::{LogError, Result};
-use crate::offset_checkpoint::write_atomically;
+use crate::offset_checkpoint::write_replacing;
 
 pub const FILE_NAME: &str = "leader-epoch-checkpoint";
 
@@ -107,19 +107,29 @@ impl LeaderEpochCache {
 
     /// Writes the entries if an `assign` since the last write is not on disk yet.
     pub fn write_if_dirty(&mut self) -> Result<()> {
+        self.write_if_dirty_as(true)
+    }
+
+    /// `write_if_dirty`; `durable` false: replaced by a rename without fsyncs, made durable
+    /// by a later `sync_filesystem` (`Log::close_unsynced`, a broker's batched shutdown).
+    pub fn write_if_dirty_as(&mut self, durable: bool) -> Result<()> {
         if self.dirty {
-            Self::write_entries(&self.path, &self.entries)?;
+            Self::write_entries_as(&self.path, &self.entries, durable)?;
             self.dirty = false;
         }
         Ok(())
     }
 
     fn write_entries(path: &Path, entries: &[(i32, i64)]) -> Result<()> {
+        Self::write_entries_as(path, entries, true)
+    }
+
+    fn write_entries_as(path: &Path, entries: &[(i32, i64)], durable: bool) -> Result<()> {
         let mut s = format!("0\n{}\n", entries.len());
         for (e, o) in entries {
             let _ = writeln!(s, "{e} {o}");
         }
-        write_atomically(path, s.as_bytes())
+        write_replacing(path, s.as_bytes(), durable)
     }
 
     /// Records that `epoch` starts at `start_offset`. No-op if `epoch` is already the latest

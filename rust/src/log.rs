@@ -2025,7 +2025,7 @@ impl Log {
             }
             let leo = g.leo();
             g.producers.write_snapshot_as(&self.dir, leo, durable)?;
-            g.epochs.write_if_dirty()?;
+            g.epochs.write_if_dirty_as(durable)?;
             g.recovery_point = leo;
             write_single_offset_as(&self.dir.join(RECOVERY_POINT_FILE), leo, durable)?;
             if durable {

@@ -178,7 +178,13 @@ fn batched_clean_shutdown_reopens_clean_and_without_the_marker_recovers() {
             lb.append(1, 2, 30).unwrap();
         }
         let (leo, segs) = (lb.log.log_end_offset(), lb.log.segment_count());
+        let epochs = lb.log.epoch_entries();
+        assert!(!epochs.is_empty());
         lb.log.close_unsynced().unwrap();
+        // The epoch cache, dirty since the first append, is written (without an fsync: the
+        // caller's sync_filesystem makes it durable).
+        let on_disk = std::fs::read_to_string(dir.path().join("leader-epoch-checkpoint")).unwrap();
+        assert_eq!(on_disk.lines().nth(1), Some(epochs.len().to_string().as_str()), "{on_disk}");
         crate::offset_checkpoint::sync_filesystem(dir.path()).unwrap();
         assert!(!dir.path().join(CLEAN_SHUTDOWN_FILE).exists(), "no marker before the data is synced");
         if mark {
@@ -191,6 +197,7 @@ fn batched_clean_shutdown_reopens_clean_and_without_the_marker_recovers() {
         let rep = lb.log.recovery_report();
         assert_eq!(rep.clean_shutdown, mark);
         assert_eq!((lb.log.log_end_offset(), lb.log.segment_count()), (leo, segs));
+        assert_eq!(lb.log.epoch_entries(), epochs);
         assert_eq!(values_from(&lb, 0), lb.model);
     }
 }
