@@ -19,9 +19,11 @@ directory:
   (20), starting `--idle-after` (15) seconds after the last CreateTopics, with no client
   traffic (follower fetch loops, ISR checks, checkpoints, heartbeats; a JVM just started
   still compiles and collects for a while, hence the wait);
-- restart to every partition writable: SIGTERM, start again, then one acks=1 record to
-  every partition; the time from the spawn until the last is acknowledged (and, apart, until
-  the client port accepts connections);
+- restart to every partition writable: SIGTERM (the clean shutdown waited for up to
+  STOP_SECONDS, its time kept apart), start again, then one acks=1 record to every partition
+  in Produce requests of 1,000 partitions (`produce_everywhere`, a probe whose cost per
+  partition does not grow); the time from the spawn until the last is acknowledged (and,
+  apart, until the client port accepts connections);
 - on three nodes, controller failover: SIGKILL the metadata quorum's leader (DescribeQuorum),
   then the time until a CreateTopics sent to the survivors succeeds (the killed node is
   started again afterwards and the cluster waits for it);
