@@ -20,8 +20,8 @@ use crate::compression::Codec;
 use crate::config::LogConfig;
 use crate::log::{Log, MAX_OPEN_INACTIVE_SEGMENT_FILES};
 
-/// Descriptors of this process open on files under `dir`.
-fn fds_in(dir: &Path) -> usize {
+/// Descriptors of this process open on files under `dir` (also `fd_limit.rs`'s count).
+pub(crate) fn fds_in(dir: &Path) -> usize {
     std::fs::read_dir("/proc/self/fd")
         .unwrap()
         .filter_map(Result::ok)

@@ -13,6 +13,7 @@ use std::path::Path;
 
 use crate::compression::Codec;
 use crate::config::LogConfig;
+use crate::descriptors_tests::fds_in;
 use crate::error::LogError;
 use crate::log::Log;
 use crate::server::request::error_code_for;
@@ -105,11 +106,11 @@ fn budget_in_this_process() {
         for (p, log) in logs.iter().enumerate() {
             put(log, round * partitions + p).unwrap_or_else(|e| panic!("round {round}, wide-{p}: {e}"));
             if p % 97 == 0 {
-                peak = peak.max(fds_under(&root));
+                peak = peak.max(fds_in(&root));
             }
         }
     }
-    let held = fds_under(&root);
+    let held = fds_in(&root);
     assert!(held <= budget && peak <= budget, "held {held}, peak {peak}, budget {budget}");
     assert!(crate::open_log_files::open_count() <= budget);
     for (p, log) in logs.iter().enumerate() {
@@ -121,17 +122,8 @@ fn budget_in_this_process() {
     for log in logs {
         log.close().unwrap();
     }
-    assert_eq!(fds_under(&root), 0);
+    assert_eq!(fds_in(&root), 0);
     set_open_files_soft_limit(soft).unwrap();
-}
-
-/// Descriptors of this process open on files under `dir`.
-fn fds_under(dir: &Path) -> usize {
-    std::fs::read_dir("/proc/self/fd")
-        .unwrap()
-        .filter_map(Result::ok)
-        .filter(|e| std::fs::read_link(e.path()).is_ok_and(|t| t.starts_with(dir)))
-        .count()
 }
 
 /// Runs the test `test_name` of this module in a child process of the test binary (the open
