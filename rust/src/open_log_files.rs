@@ -18,7 +18,9 @@
 //! the flag cleared; a slot whose lock is taken (a segment working with its handle this very
 //! moment) goes to the back too; any other's handle is closed and the slot leaves the queue.
 //! A slot closed by its own segment (the idle sweep) stays queued until it reaches the front.
-//! A dropped slot (its segment deleted) is skipped. Amortized O(1) per open: each queue entry
+//! A dropped slot (its segment deleted) is skipped. Entries of slots without a handle are
+//! also dropped whenever the queue outgrows twice the handles open (`compact`), so a broker
+//! that rolls and deletes segments for months keeps a queue the size of what is open. Amortized O(1) per open: each queue entry
 //! is passed at most twice before it is closed or its slot is used again.
 //!
 //! # Invariants
@@ -44,6 +46,8 @@ static OPEN: AtomicUsize = AtomicUsize::new(0);
 static QUEUE: Mutex<VecDeque<Weak<LogFileSlot>>> = Mutex::new(VecDeque::new());
 /// Never fewer than this many handles, whatever the limit says.
 const MIN_BUDGET: usize = 16;
+/// Queue entries beyond twice the open handles before `compact` runs.
+const COMPACT_SLACK: usize = 1024;
 
 /// Handles the slots may hold together: half the soft open files limit read now (an operator
 /// or a test may lower it while the broker runs), at least [`MIN_BUDGET`].
@@ -109,7 +113,11 @@ impl LogFileSlot {
             !self.queued.swap(true, Ordering::Relaxed)
         };
         if enqueue {
-            QUEUE.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push_back(Arc::downgrade(self));
+            let mut q = QUEUE.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            q.push_back(Arc::downgrade(self));
+            if q.len() > 2 * OPEN.load(Ordering::Relaxed) + COMPACT_SLACK {
+                compact(&mut q);
+            }
         }
         enforce_budget(budget());
     }
@@ -129,6 +137,27 @@ impl Drop for LogFileSlot {
             OPEN.fetch_sub(1, Ordering::Relaxed);
         }
     }
+}
+
+/// Drops the queue entries of slots that hold no handle: deleted segments' (dead) and those
+/// their own segment closed. Run when the queue outgrows twice the open handles (plus
+/// `COMPACT_SLACK`), so its length follows the handles open, not the segments ever opened,
+/// at O(1) amortized per push. A slot whose lock is taken keeps its entry.
+fn compact(q: &mut VecDeque<Weak<LogFileSlot>>) {
+    q.retain(|weak| {
+        let Some(slot) = weak.upgrade() else { return false };
+        let Ok(g) = slot.handle.try_lock() else { return true };
+        if g.is_some() {
+            return true;
+        }
+        slot.queued.store(false, Ordering::Relaxed);
+        false
+    });
+}
+
+/// Entries of the queue itself (for tests).
+pub fn queue_len() -> usize {
+    QUEUE.lock().unwrap_or_else(std::sync::PoisonError::into_inner).len()
 }
 
 /// Closes handles from the front of the queue until at most `limit` are open (or every
@@ -179,5 +208,26 @@ mod tests {
         a.close(); // twice is harmless
         a.set(file(), false);
         drop(a); // counted down by Drop; the queue entry is skipped later
+    }
+
+    /// Segments opened and deleted or closed, many more than the handles open: the queue
+    /// keeps entries for what is open, not for every slot ever queued. (Other tests queue
+    /// slots meanwhile, hence the slack.)
+    #[test]
+    fn the_queue_does_not_grow_with_slots_that_closed_or_died() {
+        let kept: Vec<_> = (0..10).map(|_| LogFileSlot::new()).collect();
+        for s in &kept {
+            s.set(file(), false);
+        }
+        for i in 0..20_000 {
+            let s = LogFileSlot::new();
+            s.set(file(), false);
+            if i % 2 == 0 {
+                s.close(); // closed by its segment, then deleted
+            }
+        }
+        assert!(kept.iter().all(|s| s.is_open()), "compaction keeps what is open");
+        let (len, open) = (queue_len(), open_count());
+        assert!(len <= 2 * open + COMPACT_SLACK + 4096, "queue {len}, open {open}");
     }
 }
