@@ -55,6 +55,7 @@ use super::quota;
 use super::request::{error_code_for, frame_response};
 use super::session_changes::SessionChanges;
 use super::LogLine;
+use crate::error::LogError;
 use crate::protocol::error_codes as code;
 use crate::protocol::messages::fetch_request::{FetchPartition, FetchRequest};
 use crate::protocol::messages::fetch_response::{
@@ -575,7 +576,7 @@ impl PendingFetch {
         let mut remote_pending = false;
         let mut remote_seen = Vec::new();
         let mut remote_served = (0u64, 0u64); // (partition reads, bytes) from remote storage
-        for ((t, found), settled) in self.targets.iter().zip(found).zip(&mut settled) {
+        'targets: for ((t, found), settled) in self.targets.iter().zip(found).zip(&mut settled) {
             let mut data = PartitionData {
                 partition_index: t.partition,
                 high_watermark: -1,
@@ -609,112 +610,135 @@ impl PendingFetch {
                 }
                 Ok(part) => {
                     let lg = &part.log;
-                    let hw = lg.high_watermark();
-                    let leo = lg.log_end_offset();
-                    let log_start = lg.log_start_offset();
-                    let lso = lg.last_stable_offset();
-                    // tiered storage: copied segments below the local log start
-                    let remote = part.remote().filter(|r| !r.segments.is_empty());
-                    let start = remote.as_ref().map_or(log_start, |r| r.log_start_offset.min(log_start));
-                    data.high_watermark = hw;
-                    data.last_stable_offset = lso;
-                    data.log_start_offset = start;
-                    let upper = if follower {
-                        leo
-                    } else if self.read_committed {
-                        lso
-                    } else {
-                        hw
-                    };
-                    let budget = u64::try_from(t.max_bytes.max(0)).unwrap_or(0).min(response_max.saturating_sub(total));
-                    let diverging = (t.last_fetched_epoch >= 0)
-                        .then(|| lg.end_offset_for_epoch(t.last_fetched_epoch))
-                        .filter(|&(epoch, end)| epoch < t.last_fetched_epoch || end < t.fetch_offset);
-                    let elsewhere =
-                        racks.as_ref().map_or(-1, |r| part.preferred_read_replica(t.fetch_offset, &self.rack_id, r));
-                    if elsewhere >= 0 {
-                        data.preferred_read_replica = elsewhere;
-                        errors = true; // answer now: the consumer moves to that replica
-                    } else if let Some((epoch, end_offset)) = diverging {
-                        data.diverging_epoch.epoch = epoch;
-                        data.diverging_epoch.end_offset = end_offset;
-                        errors = true; // answer now: the fetcher must truncate first
-                    } else if let (Some(r), true) =
-                        (remote.as_ref(), t.fetch_offset >= start && t.fetch_offset < log_start)
-                    {
-                        if follower {
-                            // Kafka's way: the follower rebuilds from the remote metadata
-                            data.error_code = code::OFFSET_MOVED_TO_TIERED_STORAGE;
-                            data.aborted_transactions = None;
-                            errors = true;
-                        } else if table.remote_reader().is_some_and(|r| r.fetch_quota_exceeded()) {
-                            // remote.log.manager.fetch.max.bytes.per.second used up: no records
-                            // for this partition now (Kafka's KIP-956); the consumer fetches again
-                        } else if !(budget == 0 && total > 0) {
-                            let seen = part.remote_loads();
-                            match self.read_remote(table, &part, r, t.fetch_offset, budget, total == 0, &mut data, logs)
-                            {
-                                RemoteOutcome::Read(n) => {
-                                    total += n;
-                                    served.push((Arc::clone(&part), n));
-                                    remote_served.0 += u64::from(n > 0);
-                                    remote_served.1 += n;
-                                }
-                                RemoteOutcome::Pending => {
-                                    remote_pending = true;
-                                    remote_seen.push((Arc::clone(&part), seen));
-                                }
-                                RemoteOutcome::Error => errors = true,
-                            }
-                        }
-                        readable.push(part);
-                        datas.push(data);
-                        continue;
-                    } else if t.fetch_offset < start || t.fetch_offset > leo {
-                        data.error_code = code::OFFSET_OUT_OF_RANGE;
-                        data.aborted_transactions = None;
-                        errors = true;
-                        logs.push(LogLine::new(
-                            LogLine::INFO,
-                            format!(
-                                "fetch from {}: fetch offset {} of {} is outside [log start {start}, LEO {leo}]",
-                                self.peer,
-                                t.fetch_offset,
-                                part.name()
-                            ),
-                        ));
-                    } else if t.fetch_offset < upper && !(budget == 0 && total > 0) {
-                        match lg.read(t.fetch_offset, budget, Some(upper), total == 0) {
-                            Ok(Some(region)) if region.length > 0 => {
-                                total += region.length;
-                                served.push((Arc::clone(&part), region.length));
-                                if self.read_committed {
-                                    // only the aborts overlapping the returned batches (up to the
-                                    // LSO if the segment went away meanwhile)
-                                    let end = lg.offset_after(&region).ok().flatten().map_or(upper, |e| e.min(upper));
-                                    data.aborted_transactions =
-                                        Some(aborted_of(lg.aborted_transactions(t.fetch_offset, end)));
-                                }
-                                data.records = Some(Records::File(region));
-                            }
-                            Ok(_) => {}
-                            Err(e) => {
-                                // Per partition (the others are answered): a storage failure
-                                // such as a segment file that cannot be reopened for lack of
-                                // descriptors is KAFKA_STORAGE_ERROR, and the broker's fault.
-                                data.error_code = error_code_for(&e);
+                    // A second attempt when the local log start moved past the offset while it
+                    // read (retention, after tiering copied the segment): decided again, it is
+                    // read from the copies if they hold it, else OFFSET_OUT_OF_RANGE. Kafka too
+                    // checks a local read's OFFSET_OUT_OF_RANGE against the copies.
+                    'attempt: for attempt in 0..2 {
+                        let hw = lg.high_watermark();
+                        let leo = lg.log_end_offset();
+                        let log_start = lg.log_start_offset();
+                        let lso = lg.last_stable_offset();
+                        // tiered storage: copied segments below the local log start
+                        let remote = part.remote().filter(|r| !r.segments.is_empty());
+                        let start = remote.as_ref().map_or(log_start, |r| r.log_start_offset.min(log_start));
+                        data.high_watermark = hw;
+                        data.last_stable_offset = lso;
+                        data.log_start_offset = start;
+                        let upper = if follower {
+                            leo
+                        } else if self.read_committed {
+                            lso
+                        } else {
+                            hw
+                        };
+                        let budget =
+                            u64::try_from(t.max_bytes.max(0)).unwrap_or(0).min(response_max.saturating_sub(total));
+                        let diverging = (t.last_fetched_epoch >= 0)
+                            .then(|| lg.end_offset_for_epoch(t.last_fetched_epoch))
+                            .filter(|&(epoch, end)| epoch < t.last_fetched_epoch || end < t.fetch_offset);
+                        let elsewhere = racks
+                            .as_ref()
+                            .map_or(-1, |r| part.preferred_read_replica(t.fetch_offset, &self.rack_id, r));
+                        if elsewhere >= 0 {
+                            data.preferred_read_replica = elsewhere;
+                            errors = true; // answer now: the consumer moves to that replica
+                        } else if let Some((epoch, end_offset)) = diverging {
+                            data.diverging_epoch.epoch = epoch;
+                            data.diverging_epoch.end_offset = end_offset;
+                            errors = true; // answer now: the fetcher must truncate first
+                        } else if let (Some(r), true) =
+                            (remote.as_ref(), t.fetch_offset >= start && t.fetch_offset < log_start)
+                        {
+                            if follower {
+                                // Kafka's way: the follower rebuilds from the remote metadata
+                                data.error_code = code::OFFSET_MOVED_TO_TIERED_STORAGE;
                                 data.aborted_transactions = None;
                                 errors = true;
-                                let ours = data.error_code == code::KAFKA_STORAGE_ERROR && !part.is_removed();
-                                let level = if ours { LogLine::ERROR } else { LogLine::INFO };
-                                logs.push(LogLine::new(
-                                    level,
-                                    format!("fetch from {}: reading {} failed: {e}", self.peer, part.name()),
-                                ));
+                            } else if table.remote_reader().is_some_and(|r| r.fetch_quota_exceeded()) {
+                                // remote.log.manager.fetch.max.bytes.per.second used up: no records
+                                // for this partition now (Kafka's KIP-956); the consumer fetches again
+                            } else if !(budget == 0 && total > 0) {
+                                let seen = part.remote_loads();
+                                match self.read_remote(
+                                    table,
+                                    &part,
+                                    r,
+                                    t.fetch_offset,
+                                    budget,
+                                    total == 0,
+                                    &mut data,
+                                    logs,
+                                ) {
+                                    RemoteOutcome::Read(n) => {
+                                        total += n;
+                                        served.push((Arc::clone(&part), n));
+                                        remote_served.0 += u64::from(n > 0);
+                                        remote_served.1 += n;
+                                    }
+                                    RemoteOutcome::Pending => {
+                                        remote_pending = true;
+                                        remote_seen.push((Arc::clone(&part), seen));
+                                    }
+                                    RemoteOutcome::Error => errors = true,
+                                }
                             }
+                            readable.push(part);
+                            datas.push(data);
+                            continue 'targets;
+                        } else if t.fetch_offset < start || t.fetch_offset > leo {
+                            data.error_code = code::OFFSET_OUT_OF_RANGE;
+                            data.aborted_transactions = None;
+                            errors = true;
+                            logs.push(LogLine::new(
+                                LogLine::INFO,
+                                format!(
+                                    "fetch from {}: fetch offset {} of {} is outside [log start {start}, LEO {leo}]",
+                                    self.peer,
+                                    t.fetch_offset,
+                                    part.name()
+                                ),
+                            ));
+                        } else if t.fetch_offset < upper && !(budget == 0 && total > 0) {
+                            match lg.read(t.fetch_offset, budget, Some(upper), total == 0) {
+                                Ok(Some(region)) if region.length > 0 => {
+                                    total += region.length;
+                                    served.push((Arc::clone(&part), region.length));
+                                    if self.read_committed {
+                                        // only the aborts overlapping the returned batches (up to the
+                                        // LSO if the segment went away meanwhile)
+                                        let end =
+                                            lg.offset_after(&region).ok().flatten().map_or(upper, |e| e.min(upper));
+                                        data.aborted_transactions =
+                                            Some(aborted_of(lg.aborted_transactions(t.fetch_offset, end)));
+                                    }
+                                    data.records = Some(Records::File(region));
+                                }
+                                Ok(_) => {}
+                                Err(LogError::OffsetOutOfRange { .. })
+                                    if attempt == 0 && lg.log_start_offset() > t.fetch_offset =>
+                                {
+                                    continue 'attempt;
+                                }
+                                Err(e) => {
+                                    // Per partition (the others are answered): a storage failure
+                                    // such as a segment file that cannot be reopened for lack of
+                                    // descriptors is KAFKA_STORAGE_ERROR, and the broker's fault.
+                                    data.error_code = error_code_for(&e);
+                                    data.aborted_transactions = None;
+                                    errors = true;
+                                    let ours = data.error_code == code::KAFKA_STORAGE_ERROR && !part.is_removed();
+                                    let level = if ours { LogLine::ERROR } else { LogLine::INFO };
+                                    logs.push(LogLine::new(
+                                        level,
+                                        format!("fetch from {}: reading {} failed: {e}", self.peer, part.name()),
+                                    ));
+                                }
+                            }
+                        } else if follower && t.fetch_offset == leo {
+                            *settled = true;
                         }
-                    } else if follower && t.fetch_offset == leo {
-                        *settled = true;
+                        break;
                     }
                     readable.push(part);
                 }
