@@ -51,6 +51,21 @@ fn copied_log(dir: &std::path::Path, store: &RemoteStore) -> (LogBuilder, Vec<Re
     (lb, segs)
 }
 
+#[test]
+fn a_copied_log_is_left_out_of_the_page_cache() {
+    // a file:// copy is durable when its put returns and then dropped from the page cache
+    // (store.rs); the local segment it came from stays cached
+    let dir = tempfile::tempdir().unwrap();
+    let st = store(&dir.path().join("remote"));
+    let (lb, segs) = copied_log(dir.path(), &st);
+    for seg in &segs {
+        let copy = std::fs::File::open(dir.path().join("remote").join(format!("{}.log", seg.stem))).unwrap();
+        assert_eq!(crate::sys::resident_pages(&copy).unwrap(), 0, "{} cached", seg.stem);
+    }
+    let local = lb.log.upload_segment(segs[0].base_offset).unwrap().unwrap();
+    assert!(crate::sys::resident_pages(&local.file).unwrap() > 0, "the local segment is cached");
+}
+
 fn read_ready(reader: &Arc<RemoteReader>, seg: &RemoteSegment, offset: i64, budget: u64) -> RemoteRead {
     let waiter = Arc::new(Count::default());
     let weak: Weak<dyn ReadWaiter> = Arc::downgrade(&waiter) as Weak<dyn ReadWaiter>;

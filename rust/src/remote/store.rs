@@ -7,6 +7,13 @@
 //!
 //! Blocking calls (`put_*`, `get_*`, `delete_*`, `list`) are for threads that may wait
 //! (Python calls with the GIL released); the network thread only ever `spawn`s.
+//!
+//! A `file://` store writes as object stores do: an object is durable when its put returns
+//! (object_store's fsync of the file and its directory), since the control plane then marks
+//! the copy finished and local retention may delete the only other copy. A copied `.log` is
+//! then dropped from the page cache: it is cold data, and the page cache is the local log's
+//! (on a VM that backs guest memory lazily, every new page cached cost about 4.5 s of CPU a
+//! GB here; docs/decisions.md, "A file:// tier writes durably and uncached").
 
 use std::fs::File;
 use std::future::Future;
@@ -16,6 +23,7 @@ use std::sync::{Arc, Once};
 
 use bytes::Bytes;
 use futures::StreamExt;
+use object_store::local::LocalFileSystem;
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
 
@@ -26,6 +34,8 @@ const PART_BYTES: usize = 8 << 20;
 
 pub struct RemoteStore {
     store: Arc<dyn ObjectStore>,
+    /// The `file://` store's file system (its objects' paths), if it is one.
+    local: Option<LocalFileSystem>,
     prefix: Path,
     rt: tokio::runtime::Runtime,
     url: String,
@@ -56,11 +66,17 @@ impl RemoteStore {
                 if cfg!(feature = "cloud") { ", s3://, gs://, az://" } else { "" }
             ),
         })?;
+        let mut store: Arc<dyn ObjectStore> = Arc::from(store);
+        let mut local = None;
         if parsed.scheme() == "file" {
             std::fs::create_dir_all(parsed.path()).map_err(|e| RemoteError::Config {
                 url: shown.clone(),
                 reason: format!("cannot create the directory: {e}"),
             })?;
+            // what parse_url_opts built, with fsync on (the prefix is the URL's path)
+            let fs = LocalFileSystem::new().with_fsync(true);
+            store = Arc::new(fs.clone());
+            local = Some(fs);
         }
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(threads.max(1))
@@ -72,7 +88,7 @@ impl RemoteStore {
                 url: shown.clone(),
                 reason: format!("cannot start its threads: {e}"),
             })?;
-        Ok(RemoteStore { store: Arc::from(store), prefix, rt, url: shown })
+        Ok(RemoteStore { store, local, prefix, rt, url: shown })
     }
 
     /// The URL, without credentials.
@@ -114,9 +130,16 @@ impl RemoteStore {
     }
 
     /// Uploads `len` bytes of `file` from position 0 (a multipart upload when larger than
-    /// a part; an upload that fails is aborted, so no partial object stays). Returns the
-    /// bytes sent.
+    /// a part; an upload that fails is aborted, so no partial object stays; a `file://`
+    /// store's object is copied by the kernel, `put_local_file`). Returns the bytes sent.
     pub fn put_file(&self, rel: &str, file: &File, len: u64) -> Result<u64> {
+        match &self.local {
+            Some(fs) => put_local_file(fs, &self.path(rel), file, len),
+            None => self.upload_file(rel, file, len),
+        }
+    }
+
+    fn upload_file(&self, rel: &str, file: &File, len: u64) -> Result<u64> {
         let path = self.path(rel);
         let key = path.to_string();
         let read = |pos: u64, n: usize| -> Result<Vec<u8>> {
@@ -167,9 +190,19 @@ impl RemoteStore {
         self.block_on(get_range(&*self.store, &path, range))
     }
 
-    /// Deletes `rel` (a missing object is not an error: deletes are retried).
+    /// Deletes `rel` (a missing object is not an error: deletes are retried), and a
+    /// `file://` store's staging file of it that a crash left (`put_local_file`).
     pub fn delete(&self, rel: &str) -> Result<()> {
         let path = self.path(rel);
+        if let Some(dest) = self.local.as_ref().and_then(|fs| fs.path_to_filesystem(&path).ok()) {
+            match std::fs::remove_file(staging_of(&dest)) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => {
+                    return Err(RemoteError::Store { op: "delete", key: path.to_string(), reason: e.to_string() })
+                }
+            }
+        }
         match self.block_on(self.store.delete(&path)) {
             Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
             Err(e) => Err(RemoteError::store("delete", path.as_ref(), &e)),
@@ -207,6 +240,61 @@ impl RemoteStore {
     pub fn path_of(&self, rel: &str) -> Path {
         self.path(rel)
     }
+}
+
+/// A `file://` store's `put_file`: the kernel copies the segment (`copy_file_range(2)`: no
+/// buffer in user space, and a reflink clone on file systems that have them) into a staging
+/// file beside the object, which is synced, dropped from the page cache (module doc), renamed
+/// into place, and its directory synced; a failed copy leaves no staging file behind.
+fn put_local_file(fs: &LocalFileSystem, path: &Path, file: &File, len: u64) -> Result<u64> {
+    let key = path.to_string();
+    let dest = fs.path_to_filesystem(path).map_err(|e| RemoteError::store("put", &key, &e))?;
+    let failed = |what: &str, e: std::io::Error| RemoteError::Store {
+        op: "put",
+        key: key.clone(),
+        reason: format!("{what} {}: {e}", dest.display()),
+    };
+    let dir = dest.parent().ok_or_else(|| failed("no directory for", std::io::ErrorKind::InvalidInput.into()))?;
+    std::fs::create_dir_all(dir).map_err(|e| failed("cannot create the directory of", e))?;
+    let staging = staging_of(&dest);
+    let copy = || -> std::result::Result<(), RemoteError> {
+        let out = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&staging)
+            .map_err(|e| failed("cannot create the staging file of", e))?;
+        let mut pos = 0u64;
+        while pos < len {
+            let n = usize::try_from((len - pos).min(1 << 30)).unwrap_or(1 << 30);
+            match crate::sys::copy_file_range(file, pos, &out, n) {
+                Ok(0) => {
+                    return Err(failed(
+                        &format!("the local segment ended at byte {pos} of {len} while copying to"),
+                        std::io::ErrorKind::UnexpectedEof.into(),
+                    ))
+                }
+                Ok(k) => pos += k as u64,
+                Err(e) => return Err(failed("copying the local segment to", e)),
+            }
+        }
+        out.sync_data().map_err(|e| failed("cannot sync", e))?;
+        // clean now, so they go; failing to drop them costs memory, not data
+        let _ = crate::sys::drop_cached_pages(&out);
+        std::fs::rename(&staging, &dest).map_err(|e| failed("cannot rename the staging file to", e))?;
+        File::open(dir).and_then(|d| d.sync_all()).map_err(|e| failed("cannot sync the directory of", e))
+    };
+    copy().inspect_err(|_| {
+        let _ = std::fs::remove_file(&staging);
+    })?;
+    Ok(len)
+}
+
+/// Where `put_local_file` writes the object at `dest` before renaming it there.
+fn staging_of(dest: &std::path::Path) -> std::path::PathBuf {
+    let mut staging = dest.as_os_str().to_owned();
+    staging.push("#copy");
+    staging.into()
 }
 
 pub async fn get_all(store: &dyn ObjectStore, path: &Path) -> Result<Bytes> {
