@@ -26,6 +26,8 @@ import os
 import socket
 import threading
 
+from socket_close import shut_and_close
+
 from logbroker.cluster import free_port
 
 CLIENT = 0  # the source id of connections from outside the cluster
@@ -192,12 +194,7 @@ class _ProxyServer:
         except OSError:
             pass
         finally:
-            for s in (a, b):
-                try:
-                    s.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
-                s.close()
+            shut_and_close(a, b)
             with self._lock:
                 self._conns.discard(a)
                 self._conns.discard(b)

@@ -8,6 +8,8 @@ import struct
 import threading
 import time
 
+from socket_close import shut_and_close
+
 import logbroker
 from logbroker.protocol import decode_response, encode_response
 
@@ -121,9 +123,4 @@ class DroppingProxy:
                 c.sendall(out)
             except OSError:
                 break
-        for s in (c, u):
-            try:
-                s.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-            s.close()
+        shut_and_close(c, u)

@@ -7,6 +7,8 @@ from __future__ import annotations
 import socket
 import threading
 
+from socket_close import shut_and_close
+
 
 class StallingRelay:
     """A TCP relay in front of the object store that can hold every request (bytes from the
@@ -48,12 +50,7 @@ class StallingRelay:
         except OSError:
             pass
         finally:
-            for s in (src, dst):
-                try:
-                    s.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
-                s.close()
+            shut_and_close(src, dst)
 
     def close(self) -> None:
         self.heal()
