@@ -99,7 +99,7 @@ impl LeaderEpochCache {
     /// Makes `entries` the cache: written to the file first, kept in memory only if that
     /// worked.
     fn replace(&mut self, entries: Vec<(i32, i64)>) -> Result<()> {
-        Self::write_entries(&self.path, &entries)?;
+        Self::write_entries_as(&self.path, &entries, true)?;
         self.entries = entries;
         self.dirty = false;
         Ok(())
@@ -118,10 +118,6 @@ impl LeaderEpochCache {
             self.dirty = false;
         }
         Ok(())
-    }
-
-    fn write_entries(path: &Path, entries: &[(i32, i64)]) -> Result<()> {
-        Self::write_entries_as(path, entries, true)
     }
 
     fn write_entries_as(path: &Path, entries: &[(i32, i64)], durable: bool) -> Result<()> {

@@ -37,21 +37,38 @@ pub fn write_atomically(path: &Path, contents: &[u8]) -> Result<()> {
 /// whole by a rename, but is durable only after a later `sync_filesystem` (a clean shutdown
 /// of every log at once).
 pub fn write_replacing(path: &Path, contents: &[u8], durable: bool) -> Result<()> {
-    let mut tmp_name = path.file_name().map(std::ffi::OsStr::to_os_string).unwrap_or_default();
-    tmp_name.push(".tmp");
-    let tmp = path.with_file_name(tmp_name);
-    {
-        let mut f = OpenOptions::new().write(true).create(true).truncate(true).open(&tmp).ctx(&tmp)?;
-        f.write_all(contents).ctx(&tmp)?;
+    replace_with(path, durable, |mut f| f.write_all(contents))
+}
+
+/// Replaces `path` whole with what `fill` writes into `tmp_path_of(path)` (created empty):
+/// the temporary file is fsynced (when `durable`), renamed over `path`, and the directory
+/// fsynced. A failure before the rename removes the temporary file.
+pub fn replace_with(path: &Path, durable: bool, fill: impl FnOnce(&File) -> std::io::Result<()>) -> Result<()> {
+    let tmp = tmp_path_of(path);
+    let write = || -> Result<()> {
+        let f = OpenOptions::new().write(true).create(true).truncate(true).open(&tmp).ctx(&tmp)?;
+        fill(&f).ctx(&tmp)?;
         if durable {
             f.sync_all().ctx(&tmp)?;
         }
+        Ok(())
+    };
+    if let Err(e) = write() {
+        let _ = fs::remove_file(&tmp);
+        return Err(e);
     }
     fs::rename(&tmp, path).ctx(path)?;
     if let (Some(dir), true) = (path.parent(), durable) {
         sync_dir(dir)?;
     }
     Ok(())
+}
+
+/// Where `replace_with` writes before the rename: `<name>.tmp` beside `path`.
+pub fn tmp_path_of(path: &Path) -> std::path::PathBuf {
+    let mut tmp_name = path.file_name().map(std::ffi::OsStr::to_os_string).unwrap_or_default();
+    tmp_name.push(".tmp");
+    path.with_file_name(tmp_name)
 }
 
 /// `syncfs(2)` of the file system holding `path`: everything written there (by any log) is

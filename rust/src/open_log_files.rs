@@ -20,8 +20,9 @@
 //! A slot closed by its own segment (the idle sweep) stays queued until it reaches the front.
 //! A dropped slot (its segment deleted) is skipped. Entries of slots without a handle are
 //! also dropped whenever the queue outgrows twice the handles open (`compact`), so a broker
-//! that rolls and deletes segments for months keeps a queue the size of what is open. Amortized O(1) per open: each queue entry
-//! is passed at most twice before it is closed or its slot is used again.
+//! that rolls and deletes segments for months keeps a queue the size of what is open.
+//! Amortized O(1) per open: each queue entry is passed at most twice before it is closed or
+//! its slot is used again.
 //!
 //! # Invariants
 //! - `OPEN` counts slots holding a handle; `queued` and the queue entry change only under the

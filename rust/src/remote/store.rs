@@ -9,11 +9,12 @@
 //! (Python calls with the GIL released); the network thread only ever `spawn`s.
 //!
 //! A `file://` store writes as object stores do: an object is durable when its put returns
-//! (object_store's fsync of the file and its directory), since the control plane then marks
-//! the copy finished and local retention may delete the only other copy. A copied `.log` is
-//! then dropped from the page cache: it is cold data, and the page cache is the local log's
-//! (on a VM that backs guest memory lazily, every new page cached cost about 4.5 s of CPU a
-//! GB here; docs/decisions.md, "A file:// tier writes durably and uncached").
+//! (the file and its directory fsynced: object_store's own option for the small objects,
+//! `put_local_file` for the `.log`), since the control plane then marks the copy finished and
+//! local retention may delete the only other copy. A copied `.log` is then dropped from the
+//! page cache: it is cold data, and the page cache is the local log's (on a VM that backs
+//! guest memory lazily, every new page cached cost about 4.5 s of CPU a GB here;
+//! docs/decisions.md, "A file:// tier writes durably, by the kernel, and uncached").
 
 use std::fs::File;
 use std::future::Future;
@@ -28,6 +29,7 @@ use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
 
 use super::error::{RemoteError, Result};
+use crate::offset_checkpoint;
 
 /// Parts of a multipart upload (S3 wants at least 5 MiB but the last).
 const PART_BYTES: usize = 8 << 20;
@@ -191,11 +193,11 @@ impl RemoteStore {
     }
 
     /// Deletes `rel` (a missing object is not an error: deletes are retried), and a
-    /// `file://` store's staging file of it that a crash left (`put_local_file`).
+    /// `file://` store's temporary file of it that a crash left (`put_local_file`).
     pub fn delete(&self, rel: &str) -> Result<()> {
         let path = self.path(rel);
         if let Some(dest) = self.local.as_ref().and_then(|fs| fs.path_to_filesystem(&path).ok()) {
-            match std::fs::remove_file(staging_of(&dest)) {
+            match std::fs::remove_file(offset_checkpoint::tmp_path_of(&dest)) {
                 Ok(()) => {}
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
                 Err(e) => {
@@ -243,58 +245,40 @@ impl RemoteStore {
 }
 
 /// A `file://` store's `put_file`: the kernel copies the segment (`copy_file_range(2)`: no
-/// buffer in user space, and a reflink clone on file systems that have them) into a staging
-/// file beside the object, which is synced, dropped from the page cache (module doc), renamed
-/// into place, and its directory synced; a failed copy leaves no staging file behind.
+/// buffer in user space, and a reflink clone on file systems that have them) into the
+/// object's temporary file, which replaces the object durably (`offset_checkpoint::
+/// replace_with`); the object is then dropped from the page cache (module doc).
 fn put_local_file(fs: &LocalFileSystem, path: &Path, file: &File, len: u64) -> Result<u64> {
     let key = path.to_string();
     let dest = fs.path_to_filesystem(path).map_err(|e| RemoteError::store("put", &key, &e))?;
-    let failed = |what: &str, e: std::io::Error| RemoteError::Store {
-        op: "put",
-        key: key.clone(),
-        reason: format!("{what} {}: {e}", dest.display()),
-    };
-    let dir = dest.parent().ok_or_else(|| failed("no directory for", std::io::ErrorKind::InvalidInput.into()))?;
-    std::fs::create_dir_all(dir).map_err(|e| failed("cannot create the directory of", e))?;
-    let staging = staging_of(&dest);
-    let copy = || -> std::result::Result<(), RemoteError> {
-        let out = std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(&staging)
-            .map_err(|e| failed("cannot create the staging file of", e))?;
+    if let Some(dir) = dest.parent() {
+        std::fs::create_dir_all(dir).map_err(|e| RemoteError::Store {
+            op: "put",
+            key: key.clone(),
+            reason: format!("cannot create {}: {e}", dir.display()),
+        })?;
+    }
+    offset_checkpoint::replace_with(&dest, true, |out| {
         let mut pos = 0u64;
         while pos < len {
             let n = usize::try_from((len - pos).min(1 << 30)).unwrap_or(1 << 30);
-            match crate::sys::copy_file_range(file, pos, &out, n) {
-                Ok(0) => {
-                    return Err(failed(
-                        &format!("the local segment ended at byte {pos} of {len} while copying to"),
-                        std::io::ErrorKind::UnexpectedEof.into(),
+            match crate::sys::copy_file_range(file, pos, out, n)? {
+                0 => {
+                    return Err(std::io::Error::new(
+                        std::io::ErrorKind::UnexpectedEof,
+                        format!("the local segment ended at byte {pos} of {len} while copying it to {key}"),
                     ))
                 }
-                Ok(k) => pos += k as u64,
-                Err(e) => return Err(failed("copying the local segment to", e)),
+                k => pos += k as u64,
             }
         }
-        out.sync_data().map_err(|e| failed("cannot sync", e))?;
-        // clean now, so they go; failing to drop them costs memory, not data
-        let _ = crate::sys::drop_cached_pages(&out);
-        std::fs::rename(&staging, &dest).map_err(|e| failed("cannot rename the staging file to", e))?;
-        File::open(dir).and_then(|d| d.sync_all()).map_err(|e| failed("cannot sync the directory of", e))
-    };
-    copy().inspect_err(|_| {
-        let _ = std::fs::remove_file(&staging);
+        Ok(())
     })?;
+    // clean now (synced), so they go; failing to drop them costs memory, not data
+    if let Ok(copy) = File::open(&dest) {
+        let _ = crate::sys::drop_cached_pages(&copy);
+    }
     Ok(len)
-}
-
-/// Where `put_local_file` writes the object at `dest` before renaming it there.
-fn staging_of(dest: &std::path::Path) -> std::path::PathBuf {
-    let mut staging = dest.as_os_str().to_owned();
-    staging.push("#copy");
-    staging.into()
 }
 
 pub async fn get_all(store: &dyn ObjectStore, path: &Path) -> Result<Bytes> {

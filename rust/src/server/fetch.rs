@@ -134,8 +134,13 @@ pub struct PendingFetch {
     /// A remote read made it wait (its deadline was pushed to `remote.fetch.max.wait.ms`).
     remote_waited: bool,
     /// The partitions whose remote bytes it waits for, with their `remote_loads` count as
-    /// it read them (`remote_raced`).
+    /// it read them (`raced`).
     remote_seen: Vec<(Arc<Partition>, u64)>,
+    /// A local read found the log start moved past its offset (retention deleted the
+    /// segment between the check and the read, as tiering allows once it is copied): read
+    /// again now, which decides again (the copies, or OFFSET_OUT_OF_RANGE). Kafka too checks
+    /// a local read's OFFSET_OUT_OF_RANGE against the copies.
+    log_start_moved: bool,
 }
 
 /// One partition's read from remote storage.
@@ -374,6 +379,7 @@ pub fn handle(
         },
         remote_waited: false,
         remote_seen: Vec::new(),
+        log_start_moved: false,
     };
     match pending.try_complete(table, sessions, false, logs)? {
         Some(chunks) => Ok(Outcome::Done(chunks, pending.throttle_ms)),
@@ -520,10 +526,11 @@ impl PendingFetch {
         RemoteOutcome::Read(0)
     }
 
-    /// Remote bytes it waits for arrived after it read and before it parked: it must read
-    /// again now (the wake-up came before its waiter was registered).
-    pub fn remote_raced(&self) -> bool {
-        self.remote_seen.iter().any(|(p, seen)| p.remote_loads() != *seen)
+    /// It must read again now rather than wait: remote bytes it waits for arrived after it
+    /// read and before it parked (the wake-up came before its waiter was registered), or a
+    /// local read raced the log start (`log_start_moved`).
+    pub fn raced(&self) -> bool {
+        self.log_start_moved || self.remote_seen.iter().any(|(p, seen)| p.remote_loads() != *seen)
     }
 
     pub fn resolved(&self) -> impl Iterator<Item = usize> + '_ {
@@ -576,7 +583,8 @@ impl PendingFetch {
         let mut remote_pending = false;
         let mut remote_seen = Vec::new();
         let mut remote_served = (0u64, 0u64); // (partition reads, bytes) from remote storage
-        'targets: for ((t, found), settled) in self.targets.iter().zip(found).zip(&mut settled) {
+        let mut log_start_moved = false;
+        for ((t, found), settled) in self.targets.iter().zip(found).zip(&mut settled) {
             let mut data = PartitionData {
                 partition_index: t.partition,
                 high_watermark: -1,
@@ -610,135 +618,115 @@ impl PendingFetch {
                 }
                 Ok(part) => {
                     let lg = &part.log;
-                    // A second attempt when the local log start moved past the offset while it
-                    // read (retention, after tiering copied the segment): decided again, it is
-                    // read from the copies if they hold it, else OFFSET_OUT_OF_RANGE. Kafka too
-                    // checks a local read's OFFSET_OUT_OF_RANGE against the copies.
-                    'attempt: for attempt in 0..2 {
-                        let hw = lg.high_watermark();
-                        let leo = lg.log_end_offset();
-                        let log_start = lg.log_start_offset();
-                        let lso = lg.last_stable_offset();
-                        // tiered storage: copied segments below the local log start
-                        let remote = part.remote().filter(|r| !r.segments.is_empty());
-                        let start = remote.as_ref().map_or(log_start, |r| r.log_start_offset.min(log_start));
-                        data.high_watermark = hw;
-                        data.last_stable_offset = lso;
-                        data.log_start_offset = start;
-                        let upper = if follower {
-                            leo
-                        } else if self.read_committed {
-                            lso
-                        } else {
-                            hw
-                        };
-                        let budget =
-                            u64::try_from(t.max_bytes.max(0)).unwrap_or(0).min(response_max.saturating_sub(total));
-                        let diverging = (t.last_fetched_epoch >= 0)
-                            .then(|| lg.end_offset_for_epoch(t.last_fetched_epoch))
-                            .filter(|&(epoch, end)| epoch < t.last_fetched_epoch || end < t.fetch_offset);
-                        let elsewhere = racks
-                            .as_ref()
-                            .map_or(-1, |r| part.preferred_read_replica(t.fetch_offset, &self.rack_id, r));
-                        if elsewhere >= 0 {
-                            data.preferred_read_replica = elsewhere;
-                            errors = true; // answer now: the consumer moves to that replica
-                        } else if let Some((epoch, end_offset)) = diverging {
-                            data.diverging_epoch.epoch = epoch;
-                            data.diverging_epoch.end_offset = end_offset;
-                            errors = true; // answer now: the fetcher must truncate first
-                        } else if let (Some(r), true) =
-                            (remote.as_ref(), t.fetch_offset >= start && t.fetch_offset < log_start)
-                        {
-                            if follower {
-                                // Kafka's way: the follower rebuilds from the remote metadata
-                                data.error_code = code::OFFSET_MOVED_TO_TIERED_STORAGE;
-                                data.aborted_transactions = None;
-                                errors = true;
-                            } else if table.remote_reader().is_some_and(|r| r.fetch_quota_exceeded()) {
-                                // remote.log.manager.fetch.max.bytes.per.second used up: no records
-                                // for this partition now (Kafka's KIP-956); the consumer fetches again
-                            } else if !(budget == 0 && total > 0) {
-                                let seen = part.remote_loads();
-                                match self.read_remote(
-                                    table,
-                                    &part,
-                                    r,
-                                    t.fetch_offset,
-                                    budget,
-                                    total == 0,
-                                    &mut data,
-                                    logs,
-                                ) {
-                                    RemoteOutcome::Read(n) => {
-                                        total += n;
-                                        served.push((Arc::clone(&part), n));
-                                        remote_served.0 += u64::from(n > 0);
-                                        remote_served.1 += n;
-                                    }
-                                    RemoteOutcome::Pending => {
-                                        remote_pending = true;
-                                        remote_seen.push((Arc::clone(&part), seen));
-                                    }
-                                    RemoteOutcome::Error => errors = true,
-                                }
-                            }
-                            readable.push(part);
-                            datas.push(data);
-                            continue 'targets;
-                        } else if t.fetch_offset < start || t.fetch_offset > leo {
-                            data.error_code = code::OFFSET_OUT_OF_RANGE;
+                    let hw = lg.high_watermark();
+                    let leo = lg.log_end_offset();
+                    let log_start = lg.log_start_offset();
+                    let lso = lg.last_stable_offset();
+                    // tiered storage: copied segments below the local log start
+                    let remote = part.remote().filter(|r| !r.segments.is_empty());
+                    let start = remote.as_ref().map_or(log_start, |r| r.log_start_offset.min(log_start));
+                    data.high_watermark = hw;
+                    data.last_stable_offset = lso;
+                    data.log_start_offset = start;
+                    let upper = if follower {
+                        leo
+                    } else if self.read_committed {
+                        lso
+                    } else {
+                        hw
+                    };
+                    let budget = u64::try_from(t.max_bytes.max(0)).unwrap_or(0).min(response_max.saturating_sub(total));
+                    let diverging = (t.last_fetched_epoch >= 0)
+                        .then(|| lg.end_offset_for_epoch(t.last_fetched_epoch))
+                        .filter(|&(epoch, end)| epoch < t.last_fetched_epoch || end < t.fetch_offset);
+                    let elsewhere =
+                        racks.as_ref().map_or(-1, |r| part.preferred_read_replica(t.fetch_offset, &self.rack_id, r));
+                    if elsewhere >= 0 {
+                        data.preferred_read_replica = elsewhere;
+                        errors = true; // answer now: the consumer moves to that replica
+                    } else if let Some((epoch, end_offset)) = diverging {
+                        data.diverging_epoch.epoch = epoch;
+                        data.diverging_epoch.end_offset = end_offset;
+                        errors = true; // answer now: the fetcher must truncate first
+                    } else if let (Some(r), true) =
+                        (remote.as_ref(), t.fetch_offset >= start && t.fetch_offset < log_start)
+                    {
+                        if follower {
+                            // Kafka's way: the follower rebuilds from the remote metadata
+                            data.error_code = code::OFFSET_MOVED_TO_TIERED_STORAGE;
                             data.aborted_transactions = None;
                             errors = true;
-                            logs.push(LogLine::new(
-                                LogLine::INFO,
-                                format!(
-                                    "fetch from {}: fetch offset {} of {} is outside [log start {start}, LEO {leo}]",
-                                    self.peer,
-                                    t.fetch_offset,
-                                    part.name()
-                                ),
-                            ));
-                        } else if t.fetch_offset < upper && !(budget == 0 && total > 0) {
-                            match lg.read(t.fetch_offset, budget, Some(upper), total == 0) {
-                                Ok(Some(region)) if region.length > 0 => {
-                                    total += region.length;
-                                    served.push((Arc::clone(&part), region.length));
-                                    if self.read_committed {
-                                        // only the aborts overlapping the returned batches (up to the
-                                        // LSO if the segment went away meanwhile)
-                                        let end =
-                                            lg.offset_after(&region).ok().flatten().map_or(upper, |e| e.min(upper));
-                                        data.aborted_transactions =
-                                            Some(aborted_of(lg.aborted_transactions(t.fetch_offset, end)));
-                                    }
-                                    data.records = Some(Records::File(region));
+                        } else if table.remote_reader().is_some_and(|r| r.fetch_quota_exceeded()) {
+                            // remote.log.manager.fetch.max.bytes.per.second used up: no records
+                            // for this partition now (Kafka's KIP-956); the consumer fetches again
+                        } else if !(budget == 0 && total > 0) {
+                            let seen = part.remote_loads();
+                            match self.read_remote(table, &part, r, t.fetch_offset, budget, total == 0, &mut data, logs)
+                            {
+                                RemoteOutcome::Read(n) => {
+                                    total += n;
+                                    served.push((Arc::clone(&part), n));
+                                    remote_served.0 += u64::from(n > 0);
+                                    remote_served.1 += n;
                                 }
-                                Ok(_) => {}
-                                Err(LogError::OffsetOutOfRange { .. })
-                                    if attempt == 0 && lg.log_start_offset() > t.fetch_offset =>
-                                {
-                                    continue 'attempt;
+                                RemoteOutcome::Pending => {
+                                    remote_pending = true;
+                                    remote_seen.push((Arc::clone(&part), seen));
                                 }
-                                Err(e) => {
-                                    // Per partition (the others are answered): a storage failure
-                                    // such as a segment file that cannot be reopened for lack of
-                                    // descriptors is KAFKA_STORAGE_ERROR, and the broker's fault.
-                                    data.error_code = error_code_for(&e);
-                                    data.aborted_transactions = None;
-                                    errors = true;
-                                    let ours = data.error_code == code::KAFKA_STORAGE_ERROR && !part.is_removed();
-                                    let level = if ours { LogLine::ERROR } else { LogLine::INFO };
-                                    logs.push(LogLine::new(
-                                        level,
-                                        format!("fetch from {}: reading {} failed: {e}", self.peer, part.name()),
-                                    ));
-                                }
+                                RemoteOutcome::Error => errors = true,
                             }
-                        } else if follower && t.fetch_offset == leo {
-                            *settled = true;
                         }
-                        break;
+                        readable.push(part);
+                        datas.push(data);
+                        continue;
+                    } else if t.fetch_offset < start || t.fetch_offset > leo {
+                        data.error_code = code::OFFSET_OUT_OF_RANGE;
+                        data.aborted_transactions = None;
+                        errors = true;
+                        logs.push(LogLine::new(
+                            LogLine::INFO,
+                            format!(
+                                "fetch from {}: fetch offset {} of {} is outside [log start {start}, LEO {leo}]",
+                                self.peer,
+                                t.fetch_offset,
+                                part.name()
+                            ),
+                        ));
+                    } else if t.fetch_offset < upper && !(budget == 0 && total > 0) {
+                        match lg.read(t.fetch_offset, budget, Some(upper), total == 0) {
+                            Ok(Some(region)) if region.length > 0 => {
+                                total += region.length;
+                                served.push((Arc::clone(&part), region.length));
+                                if self.read_committed {
+                                    // only the aborts overlapping the returned batches (up to the
+                                    // LSO if the segment went away meanwhile)
+                                    let end = lg.offset_after(&region).ok().flatten().map_or(upper, |e| e.min(upper));
+                                    data.aborted_transactions =
+                                        Some(aborted_of(lg.aborted_transactions(t.fetch_offset, end)));
+                                }
+                                data.records = Some(Records::File(region));
+                            }
+                            Ok(_) => {}
+                            Err(LogError::OffsetOutOfRange { .. }) if lg.log_start_offset() > t.fetch_offset => {
+                                log_start_moved = true; // no records now; read again (`raced`)
+                            }
+                            Err(e) => {
+                                // Per partition (the others are answered): a storage failure
+                                // such as a segment file that cannot be reopened for lack of
+                                // descriptors is KAFKA_STORAGE_ERROR, and the broker's fault.
+                                data.error_code = error_code_for(&e);
+                                data.aborted_transactions = None;
+                                errors = true;
+                                let ours = data.error_code == code::KAFKA_STORAGE_ERROR && !part.is_removed();
+                                let level = if ours { LogLine::ERROR } else { LogLine::INFO };
+                                logs.push(LogLine::new(
+                                    level,
+                                    format!("fetch from {}: reading {} failed: {e}", self.peer, part.name()),
+                                ));
+                            }
+                        }
+                    } else if follower && t.fetch_offset == leo {
+                        *settled = true;
                     }
                     readable.push(part);
                 }
@@ -758,6 +746,7 @@ impl PendingFetch {
         }
         let wait_remote = remote_pending && !errors && !expired && now < self.deadline;
         self.remote_seen = remote_seen;
+        self.log_start_moved = log_start_moved;
         if wait_remote || !(total >= min_bytes || errors || nothing_to_wait_on || expired || now >= self.deadline) {
             self.waiting_on = readable;
             return Ok(None);

@@ -493,8 +493,8 @@ impl NetworkLoop {
         let for_leo = parked.waits_for_leo();
         parked.for_each_partition(|part| part.add_waiter(id, for_leo));
         if let Parked::Fetch(f) = &parked {
-            if f.remote_raced() {
-                self.shared.table.wakeup().wake(vec![id]); // its remote bytes came meanwhile
+            if f.raced() {
+                self.shared.table.wakeup().wake(vec![id]); // what it waits for came meanwhile
             }
         }
         if let Parked::Fetch(f) = &parked {
