@@ -93,7 +93,13 @@ def run(tmp_path: Path, config: dict, relay: StallingRelay) -> None:
         wait_for(lambda: leader in describe(sbs, "ct").isr, what="the emptied replica back in the ISR")
         logs = local_logs(cluster.node(leader), "ct")
         assert logs and logs[0] > copied_before, f"it copied only the part not in remote storage: {logs}"
-        text = cluster.node(leader).log_text()
-        assert "moved to tiered storage" in text
-        assert "producer state and leader epoch" in text and "restored from" in text, "Kafka's auxiliary state"
+        # the replica fetcher's lines reach the node's log every 200 ms (replication.py), maybe
+        # after the ISR has it back
+        wait_for(lambda: "moved to tiered storage" in cluster.node(leader).log_text(), what="the fetcher's line")
+        wait_for(
+            lambda: (
+                "producer state and leader epoch" in (t := cluster.node(leader).log_text()) and "restored from" in t
+            ),
+            what="Kafka's auxiliary state restored",
+        )
         assert read_all(cluster.node(leader).bootstrap_servers, "ct", 1, model) == model
