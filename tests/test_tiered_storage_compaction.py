@@ -38,8 +38,15 @@ def cleaned_local(part_dir: Path) -> dict[int, bytes]:
 
 
 def remote_copies(remote: Path, topic: str) -> dict[str, bytes]:
-    """Every remote `.log` object of the topic's partition 0: object name -> bytes."""
-    return {f.name: f.read_bytes() for f in remote.glob(f"{topic}-*/0/*.log")}
+    """Every remote `.log` object of the topic's partition 0: object name -> bytes (one the
+    broker deletes as obsolete between the listing and the read is left out: callers poll)."""
+    out = {}
+    for f in remote.glob(f"{topic}-*/0/*.log"):
+        try:
+            out[f.name] = f.read_bytes()
+        except FileNotFoundError:
+            continue
+    return out
 
 
 def in_sync(part_dir: Path, remote: Path, topic: str):
