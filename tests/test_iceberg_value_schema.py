@@ -17,7 +17,6 @@ import avro.io
 import avro.schema
 import pyarrow as pa
 
-from logbroker.arrow_records import kafka_arrow_schema
 from logbroker.iceberg import value_schema as vs
 from logbroker.iceberg.table_writer import ValueDecoding
 
@@ -104,23 +103,37 @@ def click(i: int, v2: bool = False) -> dict:
     return d
 
 
-def kafka_batch(values: list[bytes | None]):
-    n = len(values)
-    schema = kafka_arrow_schema(include_headers=True)
-    cols = {
-        "key": pa.array([None] * n, pa.binary()),
-        "value": pa.array(values, pa.binary()),
-        "topic": pa.array(["t"] * n),
-        "partition": pa.array([0] * n, pa.int32()),
-        "offset": pa.array(range(n), pa.int64()),
-        "timestamp": pa.array([0] * n, pa.timestamp("us", tz="UTC")),
-        "timestampType": pa.array([0] * n, pa.int32()),
-        "headers": pa.array([[]] * n, schema.field("headers").type),
-    }
-    return pa.RecordBatch.from_arrays([cols[f.name] for f in schema], schema=schema)
+def decoded_rows(tmp_path: Path, dec: ValueDecoding, struct_type, values: list[bytes | None]) -> list[dict]:
+    """`values` appended to a real partition log and written by the broker's table writer
+    (rust/src/table/) into Parquet with the table's schema for `struct_type`, read back by
+    pyarrow in offset order."""
+    import pyarrow.parquet as pq
+
+    from logbroker import _core
+    from logbroker.iceberg.table_schema import table_schema, writer_arrow_schema
+
+    log = _core.Log.create(str(tmp_path / "t-0"), "t", 0, {})
+    log.append_as_leader(_core.encode_batch([(None, v, i, []) for i, v in enumerate(values)]), 0, 0)
+    log.update_high_watermark(log.log_end_offset)
+    schema = writer_arrow_schema(table_schema(struct_type))
+    files = _core.TableDataFiles(
+        schema.serialize().to_pybytes(),
+        str(tmp_path / "data"),
+        "test",
+        "zstd",
+        None,
+        1 << 27,
+        1 << 29,
+        dec.tree.nodes,
+        dec.programs,
+    )
+    got = files.write_log(log, 0, log.last_stable_offset(), 1 << 30)
+    assert got["rows"] == len(values)
+    tables = [pq.read_table(w["path"]) for w in files.close()]
+    return pa.concat_tables(tables).sort_by("offset").to_pylist()
 
 
-def test_values_of_two_versions_decode_into_the_grown_struct() -> None:
+def test_values_of_two_versions_decode_into_the_grown_struct(tmp_path: Path) -> None:
     schemas = [vs.ValueSchema(2, json.dumps(V2_WITH_PLACE)), vs.ValueSchema(1, json.dumps(V1))]
     struct_type = vs.value_struct(schemas)
     names = [n for n, _ in struct_type[1]]
@@ -129,9 +142,7 @@ def test_values_of_two_versions_decode_into_the_grown_struct() -> None:
     dec = ValueDecoding("t", struct_type, schemas)
     values = [encode(V1, 1, click(i)) for i in range(6)] + [encode(V2_WITH_PLACE, 2, click(i, True)) for i in range(6)]
     values += [b"not framed", None, encode(V1, 1, click(1))[:-3], encode(V1, 7, click(1))]
-    out_schema = dec.arrow_schema(kafka_arrow_schema(include_headers=True))
-    batch = dec.decode(kafka_batch(values), out_schema, "ns.t")
-    rows = batch.to_pylist()
+    rows = decoded_rows(tmp_path, dec, struct_type, values)
     for i, row in enumerate(rows[:12]):
         want = click(i % 6, v2=i >= 6)
         got = row["value"]
@@ -148,7 +159,7 @@ def test_values_of_two_versions_decode_into_the_grown_struct() -> None:
     assert [r["value_schema_id"] for r in bad] == [None, None, 1, 7]
 
 
-def test_types_without_columns_are_skipped_and_recursion_is_refused() -> None:
+def test_types_without_columns_are_skipped_and_recursion_is_refused(tmp_path: Path) -> None:
     schema = {
         "type": "record",
         "name": "R",
@@ -161,9 +172,8 @@ def test_types_without_columns_are_skipped_and_recursion_is_refused() -> None:
     struct_type = vs.value_struct([vs.ValueSchema(3, json.dumps(schema))])
     assert struct_type == ("struct", [("x", "int")])
     dec = ValueDecoding("t", struct_type, [vs.ValueSchema(3, json.dumps(schema))])
-    out_schema = dec.arrow_schema(kafka_arrow_schema(include_headers=True))
     v = encode(schema, 3, {"m": {"k": "v"}, "u": "s", "x": 5})
-    assert dec.decode(kafka_batch([v]), out_schema, "ns.t").to_pylist()[0]["value"] == {"x": 5}
+    assert decoded_rows(tmp_path, dec, struct_type, [v])[0]["value"] == {"x": 5}
     linked = {
         "type": "record",
         "name": "Node",
@@ -290,7 +300,7 @@ def json_framed(schema_id: int, obj) -> bytes:
     return b"\x00" + struct.pack(">i", schema_id) + json.dumps(obj).encode()
 
 
-def test_json_schema_values_decode_by_name_across_versions() -> None:
+def test_json_schema_values_decode_by_name_across_versions(tmp_path: Path) -> None:
     """JSON Schema versions: their properties become the value struct (integer long, number
     double, $ref and oneOf-with-null followed, maps and untyped members left out); values
     written by json.dumps (the model) decode member by member, and what does not fit (a
@@ -314,8 +324,7 @@ def test_json_schema_values_decode_by_name_across_versions() -> None:
     objs = [order(i) for i in range(7)] + [order(i, True) for i in range(7, 12)]
     values = [json_framed(5 if i < 7 else 6, o) for i, o in enumerate(objs)]
     values += [json_framed(5, {"id": "seven"}), json_framed(5, [1, 2]), b"\x00\x00\x00\x00\x05{bad", None]
-    batch = dec.decode(kafka_batch(values), dec.arrow_schema(kafka_arrow_schema(include_headers=True)), "ns.t")
-    rows = batch.to_pylist()
+    rows = decoded_rows(tmp_path, dec, struct_type, values)
 
     def expected(o: dict) -> dict:
         return {
@@ -454,7 +463,7 @@ def expected_order(m, v2: bool) -> dict:
     }
 
 
-def test_protobuf_values_decode_by_field_number_across_versions() -> None:
+def test_protobuf_values_decode_by_field_number_across_versions(tmp_path: Path) -> None:
     """Protobuf versions: the first message's fields become the value struct (maps left out,
     a well-known Timestamp a struct); values serialized by the protobuf runtime (the model)
     decode field for field, with proto3's defaults for absent scalars and null for absent
@@ -474,8 +483,7 @@ def test_protobuf_values_decode_by_field_number_across_versions() -> None:
     values = [b"\x00" + struct.pack(">i", 8 if not v else 9) + b"\x00" + m.SerializeToString() for m, v in msgs]
     other = order_class(ORDER_PROTO, "Other")(x="y").SerializeToString()
     values += [b"\x00" + struct.pack(">i", 8) + b"\x02\x02" + other, values[3][:-2]]
-    batch = dec.decode(kafka_batch(values), dec.arrow_schema(kafka_arrow_schema(include_headers=True)), "ns.t")
-    rows = batch.to_pylist()
+    rows = decoded_rows(tmp_path, dec, struct_type, values)
     assert [r["value"] for r in rows[:12]] == [expected_order(m, v) for m, v in msgs]
     assert [r["value"] for r in rows[12:]] == [None, None]
     assert [r["value_raw"] for r in rows[12:]] == values[12:]

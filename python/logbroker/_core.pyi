@@ -42,6 +42,8 @@ __all__ = [
     "RemoteObjectNotFoundError",
     "RemoteStorage",
     "RemoteStorageError",
+    "TableDataFileError",
+    "TableDataFiles",
     "ReplicaFetcherManager",
     "ReplicaPartition",
     "Waker",
@@ -50,7 +52,6 @@ __all__ = [
     "crc32c",
     "data_path_apis",
     "decode_columns",
-    "decode_avro_columns",
     "decode_records",
     "decompress",
     "jws_verify",
@@ -90,6 +91,9 @@ class RemoteStorageError(Exception):
 
 class RemoteObjectNotFoundError(RemoteStorageError):
     """Tiered storage: an object the metadata names is not in the store."""
+
+class TableDataFileError(Exception):
+    """An Iceberg topic's data files: the table's schema or writer settings, or a file that cannot be written."""
 
 class KafkaProtocolError(ValueError): ...
 
@@ -366,22 +370,39 @@ def decode_columns(
     (binary columns: bitmap, i32 offsets, bytes, null count), header_list_offsets (i32,
     count+1). Raises CorruptRecordError/InvalidRecordError. Releases the GIL."""
 
-def decode_avro_columns(
-    count: int,
-    validity: Buffer,
-    offsets: Buffer,
-    data: Buffer,
-    tree: list[tuple[str, list[int]]],
-    programs: list[tuple[int, Any]],
-) -> dict[str, Any]:
-    """Decodes `count` Confluent-framed Avro, JSON or Protobuf values (a binary column: bitmap, i32
-    offsets, data) into Arrow-layout columns of the reader `tree` (pre-order (kind, children);
-    kind boolean, int, long, float, double, binary, string, struct or list; node 0 the value's
-    struct), with one (schema id, program) per writer schema (nested tuples, see
-    rust/src/avro_columns.rs, json_columns.rs, proto_columns.rs). Keys: count, failures, first_failure ((row, why) or None),
-    columns (per tree node: len, nulls, validity, values, offsets, data), schema_id (an int
-    column), raw (a binary column: the values that did not decode, else null). Releases
-    the GIL."""
+# --- Iceberg topics' data files (rust/src/py/table.rs) ---
+
+@final
+class TableDataFiles:
+    """The data files of one Iceberg table commit (rust/src/table/): each partition's log
+    read, decoded and written as Parquet, one file per day, with the GIL released."""
+
+    def __new__(
+        cls,
+        schema: Buffer,
+        location: str,
+        prefix: str,
+        codec: str,
+        level: int | None,
+        row_group_bytes: int,
+        target_file_bytes: int,
+        value_tree: list[tuple[str, list[int]]] | None = None,
+        value_programs: list[tuple[int, Any]] | None = None,
+    ) -> TableDataFiles:
+        """`schema`: the table's pyarrow schema serialized (field ids in PARQUET:field_id);
+        `location`: its data location (a path or file: URL is written directly, other URLs
+        are kept in memory for `close` to return); `codec`/`level`: write.parquet.compression-*;
+        `value_tree` (pre-order (kind, children)) and `value_programs` ((schema id, program) per
+        writer schema, see rust/src/avro_columns.rs) for tables with value columns. Raises
+        TableDataFileError for a codec or schema it cannot write."""
+    def write_log(self, log: Log, start: int, end: int, max_bytes: int) -> dict[str, Any]:
+        """Writes `log`'s records over [start, end) as read_committed reads them, up to
+        `max_bytes` of log (at a batch boundary). Keys: next_offset, rows, read_bytes,
+        failures (values kept in value_raw), first_failure ((offset, reason) or None)."""
+    def close(self) -> list[dict[str, Any]]:
+        """Closes the files: [{path, day, rows, bytes, contents (bytes, or None when local)}]."""
+    def abort(self) -> None:
+        """Drops the commit, removing the local files written so far."""
 
 # --- Kafka protocol codec (rust/src/py/protocol.rs) ---
 

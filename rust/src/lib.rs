@@ -34,6 +34,9 @@ pub mod time_index;
 // Tiered storage: segments copied to and read from an object store.
 pub mod remote;
 
+// Iceberg topics: a log range written as Parquet data files
+pub mod table;
+
 // The Kafka protocol codec, generated from the message specs.
 pub mod protocol;
 

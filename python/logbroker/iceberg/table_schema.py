@@ -77,6 +77,32 @@ def table_schema(value_struct=None):
     )
 
 
+def writer_arrow_schema(schema):
+    """The pyarrow schema the broker's data files are written with: pyiceberg's (field ids in
+    `PARQUET:field_id`), with 32-bit offsets (binary, string, list) as the Rust writer builds
+    its arrays; Iceberg reads both alike."""
+    import pyarrow as pa
+    from pyiceberg.io.pyarrow import schema_to_pyarrow
+
+    def small(t):
+        if pa.types.is_large_binary(t):
+            return pa.binary()
+        if pa.types.is_large_string(t):
+            return pa.string()
+        if pa.types.is_large_list(t) or pa.types.is_list(t):
+            return pa.list_(field(t.value_field))
+        if pa.types.is_struct(t):
+            return pa.struct([field(t.field(i)) for i in range(t.num_fields)])
+        if pa.types.is_map(t):
+            raise ValueError(f"the broker writes no map columns ({t})")
+        return t
+
+    def field(f):
+        return pa.field(f.name, small(f.type), f.nullable, f.metadata)
+
+    return pa.schema([field(f) for f in schema_to_pyarrow(schema)])
+
+
 def partition_spec():
     from pyiceberg.partitioning import PartitionField, PartitionSpec
     from pyiceberg.transforms import DayTransform

@@ -1,29 +1,31 @@
 """One commit of an Iceberg topic's partitions into its table (see logbroker/iceberg for the
-exactly-once argument). Blocking (catalog, files, Parquet encoding): the broker runs it in a
-thread.
+exactly-once argument). Blocking (catalog, files): the broker runs it in a thread.
 
 A commit: load the table and its position (`table_offsets`); for each partition this node
-leads, read the log from the table's position up to the last stable offset (at most
-`max_bytes` of log in all, so memory stays bounded; what is left goes in the next commit);
-append the rows and the moved position in one snapshot, conditional on the snapshot read.
-With value schemas (iceberg.mode=value_schema_id_prefix), the table's value struct first
-grows to hold every registered version's fields, and each batch's values are decoded into it
-(value_schema.py). Decoding is Rust's (`arrow_records.log_batches`,
-`_core.decode_avro_columns`, for Avro, JSON and Protobuf values); Python handles Arrow batches and buffers, never records.
+leads, have Rust (`_core.TableDataFiles`, rust/src/table/) read the log from the table's
+position up to the last stable offset (at most `max_bytes` of log in all, so memory stays
+bounded; what is left goes in the next commit), decode it and write Parquet data files, one
+per day partition, with the GIL released; read each file's footer for the table's column
+statistics (pyiceberg's `parquet_file_to_data_file`); append the files and the moved
+position in one snapshot, conditional on the snapshot read. Files of a commit that does not
+land are deleted. With value schemas (iceberg.mode=value_schema_id_prefix), the table's
+value struct first grows to hold every registered version's fields, and Rust decodes each
+value into it (value_schema.py compiles the programs). Python handles files and metadata,
+never records.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
+import uuid
 from collections.abc import Callable, Sequence
 
 from logbroker import _core
-from logbroker.arrow_records import DecodeStalled, kafka_arrow_schema, log_batches
 from logbroker.iceberg import IcebergError
 from logbroker.iceberg.catalog import CatalogSettings, load_or_create_table, open_catalog
 from logbroker.iceberg.table_offsets import TablePosition, read_position, table_ident
-from logbroker.iceberg.table_schema import TABLE_PROPERTIES
+from logbroker.iceberg.table_schema import TABLE_PROPERTIES, writer_arrow_schema
 from logbroker.iceberg.value_schema import ValueSchema
 
 log = logging.getLogger("logbroker.iceberg")
@@ -87,7 +89,6 @@ class TableWriter:
         """Append what each source's log holds past the table's position, up to its last
         stable offset, in one conditional snapshot. `value_schemas`: (id, Avro schema text)
         of every version under `<topic>-value`, newest first, for value_schema_id_prefix."""
-        import pyarrow as pa
         from pyiceberg.exceptions import CommitFailedException
 
         values = None
@@ -97,64 +98,90 @@ class TableWriter:
             table = self.table(topic)
         ident = table_ident(table)
         position = read_position(table)
-        schema = kafka_arrow_schema(include_headers=True)
-        out_schema = values.arrow_schema(schema) if values is not None else schema
-        batches: list = []
+        files = data_files_of(table, values)
         advanced: dict[int, int] = {}
+        rows = 0
         budget = max_bytes
         more = False
-        for src in sources:
-            p = src.partition
-            start = position.next_offset(topic_id, p)
-            log_start, stable = src.log.log_start_offset, src.log.last_stable_offset()
-            if src.upto is not None:
-                stable = min(stable, src.upto)
-            if start is None:
-                start = log_start
-            elif start < log_start:
-                log.warning(
-                    "table %s: %s-%d offsets %d..%d left the log before the table had them "
-                    "(DeleteRecords, or iceberg.enable turned on late); going on from %d",
-                    ident,
-                    topic,
-                    p,
-                    start,
-                    log_start - 1,
-                    log_start,
-                    extra={"topic": topic, "partition": p, "offset": start},
-                )
-                start = log_start
-            elif start > src.log.log_end_offset:
-                raise IcebergError(
-                    f"table {ident} holds {topic}-{p} up to offset {start - 1}, past the log end "
-                    f"offset {src.log.log_end_offset} of this leader; not writing it"
-                )
-            if start >= stable:
-                continue
-            if budget <= 0:
-                more = True
-                break
-            taken = 0
-            next_offset = start
-            try:
-                # next_offset is read after the loop (the offset to resume from), hence the noqa
-                for next_offset, batch in log_batches(src.log, start, stable, schema, max_bytes=budget):  # noqa: B007
-                    if batch is not None:
-                        taken += batch.nbytes
-                        batches.append(values.decode(batch, out_schema, ident) if values is not None else batch)
-            except (_core.LogBrokerError, DecodeStalled) as e:
-                raise IcebergError(f"table {ident}: reading {topic}-{p} offsets {start}..{stable - 1}: {e}") from None
-            budget -= max(taken, 1)  # Arrow bytes: about the log's, uncompressed
-            advanced[p] = next_offset
-            more = more or next_offset < stable
-        if not advanced:
-            return CommitOutcome(ident, _positions(position, topic_id))
-        if not all(src.still_leader() for src in sources if src.partition in advanced):
-            return CommitOutcome(ident, _positions(position, topic_id), lost_race=True)
-        rows = pa.Table.from_batches(batches, out_schema)
         try:
-            table.append(rows, snapshot_properties=position.summary(topic_id, advanced))
+            for src in sources:
+                p = src.partition
+                start = position.next_offset(topic_id, p)
+                log_start, stable = src.log.log_start_offset, src.log.last_stable_offset()
+                if src.upto is not None:
+                    stable = min(stable, src.upto)
+                if start is None:
+                    start = log_start
+                elif start < log_start:
+                    log.warning(
+                        "table %s: %s-%d offsets %d..%d left the log before the table had them "
+                        "(DeleteRecords, or iceberg.enable turned on late); going on from %d",
+                        ident,
+                        topic,
+                        p,
+                        start,
+                        log_start - 1,
+                        log_start,
+                        extra={"topic": topic, "partition": p, "offset": start},
+                    )
+                    start = log_start
+                elif start > src.log.log_end_offset:
+                    raise IcebergError(
+                        f"table {ident} holds {topic}-{p} up to offset {start - 1}, past the log end "
+                        f"offset {src.log.log_end_offset} of this leader; not writing it"
+                    )
+                if start >= stable:
+                    continue
+                if budget <= 0:
+                    more = True
+                    break
+                try:
+                    got = files.write_log(src.log, start, stable, budget)
+                except (_core.LogBrokerError, _core.TableDataFileError) as e:
+                    raise IcebergError(
+                        f"table {ident}: reading {topic}-{p} offsets {start}..{stable - 1}: {e}"
+                    ) from None
+                if got["failures"]:
+                    at, why = got["first_failure"]
+                    log.warning(
+                        "table %s: %d value(s) of %s-%d did not decode and went to value_raw; the first, at offset %d: %s",
+                        ident,
+                        got["failures"],
+                        topic,
+                        p,
+                        at,
+                        why,
+                        extra={"topic": topic, "partition": p, "offset": at},
+                    )
+                budget -= max(got["read_bytes"], 1)
+                rows += got["rows"]
+                advanced[p] = got["next_offset"]
+                more = more or got["next_offset"] < stable
+            if not advanced:
+                files.abort()
+                return CommitOutcome(ident, _positions(position, topic_id))
+            if not all(src.still_leader() for src in sources if src.partition in advanced):
+                files.abort()
+                return CommitOutcome(ident, _positions(position, topic_id), lost_race=True)
+            try:
+                written = files.close()
+            except _core.TableDataFileError as e:
+                raise IcebergError(
+                    f"table {ident}: writing the data files of {topic} {sorted(advanced)}: {e}"
+                ) from None
+        except BaseException:
+            files.abort()
+            raise
+        try:
+            added = [data_file(table, w) for w in written]
+            with table.transaction() as tx:
+                with tx.update_snapshot(
+                    snapshot_properties=position.summary(topic_id, advanced)
+                ).merge_append() as append:
+                    for f in added:
+                        append.append_data_file(f)
         except CommitFailedException as e:
+            delete_files(table, written)
             log.info(
                 "table %s: commit of %s partitions %s lost a race (%s); the next commit reads the table again",
                 ident,
@@ -170,10 +197,11 @@ class TableWriter:
                 f"{ {p: (position.next_offset(topic_id, p), o) for p, o in advanced.items()} }: "
                 f"{type(e).__name__}: {e}"
             ) from None
+        table = table.refresh()
         snapshot = table.current_snapshot()
         after = _positions(position, topic_id)
         after.update(advanced)
-        return CommitOutcome(ident, after, rows.num_rows, snapshot.snapshot_id if snapshot else None, more)
+        return CommitOutcome(ident, after, rows, snapshot.snapshot_id if snapshot else None, more)
 
     def value_table(self, topic: str, value_schemas: list[ValueSchema]):
         """The table with its value struct grown to every registered version's fields, and
@@ -231,48 +259,48 @@ class ValueDecoding:
                     extra={"topic": topic},
                 )
 
-    def arrow_schema(self, kafka_schema):
-        import pyarrow as pa
 
-        fields = [pa.field("value", self.tree.arrow_type()) if f.name == "value" else f for f in kafka_schema]
-        return pa.schema(fields + [pa.field("value_schema_id", pa.int32()), pa.field("value_raw", pa.binary())])
-
-    def decode(self, batch, out_schema, ident: str):
-        import pyarrow as pa
-
-        n = batch.num_rows
-        values = batch.column("value")
-        validity, offsets, data = values.buffers()
-        validity = validity if validity is not None else b"\xff" * ((n + 7) // 8)
-        got = _core.decode_avro_columns(
-            n, validity, offsets, data if data is not None else b"", self.tree.nodes, self.programs
+def data_files_of(table, values: ValueDecoding | None) -> _core.TableDataFiles:
+    """The Rust writer of one commit's data files, with the table's schema and write.* properties."""
+    props = table.properties
+    location = props.get("write.data.path") or f"{table.location().rstrip('/')}/data"
+    level = props.get("write.parquet.compression-level")
+    try:
+        return _core.TableDataFiles(
+            writer_arrow_schema(table.schema()).serialize().to_pybytes(),
+            location,
+            uuid.uuid4().hex,
+            props.get("write.parquet.compression-codec", TABLE_PROPERTIES["write.parquet.compression-codec"]),
+            int(level) if level not in (None, "") else None,
+            int(props.get("write.parquet.row-group-size-bytes", 128 << 20)),
+            int(props.get("write.target-file-size-bytes", 512 << 20)),
+            values.tree.nodes if values is not None else None,
+            values.programs if values is not None else None,
         )
-        if got["failures"]:
-            row, why = got["first_failure"]
-            log.warning(
-                "table %s: %d value(s) of %s-%d did not decode and went to value_raw; the first, at offset %d: %s",
-                ident,
-                got["failures"],
-                self.topic,
-                batch.column("partition")[0].as_py(),
-                batch.column("offset")[row].as_py(),
-                why,
-                extra={"topic": self.topic},
-            )
+    except (ValueError, _core.TableDataFileError) as e:
+        raise IcebergError(
+            f"table {table_ident(table)}: its data files cannot be written as its properties say: {e}"
+        ) from None
 
-        def flat(col: dict, typ):
-            validity = pa.py_buffer(col["validity"]) if col["nulls"] else None
-            if typ == pa.binary():
-                return pa.Array.from_buffers(
-                    typ, n, [validity, pa.py_buffer(col["offsets"]), pa.py_buffer(col["data"])], null_count=col["nulls"]
-                )
-            return pa.Array.from_buffers(typ, n, [validity, pa.py_buffer(col["values"])], null_count=col["nulls"])
 
-        arrays = [
-            self.tree.arrow_array(got["columns"]) if f.name == "value" else batch.column(f.name) for f in batch.schema
-        ]
-        arrays += [flat(got["schema_id"], pa.int32()), flat(got["raw"], pa.binary())]
-        return pa.RecordBatch.from_arrays(arrays, schema=out_schema)
+def data_file(table, written: dict):
+    """The DataFile of a file the Rust writer closed (put to object storage first when it was
+    kept in memory), with the column statistics of its footer."""
+    from pyiceberg.io.pyarrow import parquet_file_to_data_file
+
+    if written["contents"] is not None:
+        with table.io.new_output(written["path"]).create(overwrite=True) as out:
+            out.write(written["contents"])
+    return parquet_file_to_data_file(table.io, table.metadata, written["path"])
+
+
+def delete_files(table, written: list[dict]) -> None:
+    """Removes the files of a commit that did not land (no snapshot refers to them)."""
+    for w in written:
+        try:
+            table.io.delete(w["path"])
+        except Exception as e:  # best effort: an orphan file costs space, not correctness
+            log.info("table %s: leaving unreferenced data file %s: %s", table_ident(table), w["path"], e)
 
 
 def _positions(position: TablePosition, topic_id: str) -> dict[int, int]:

@@ -1,6 +1,6 @@
 """Columns from the registered value schema (`iceberg.mode=value_schema_id_prefix`): the
 table's `value` column is a struct of the Avro record's fields, the JSON Schema object's
-properties or the Protobuf message's fields, decoded in Rust (`_core.decode_avro_columns`,
+properties or the Protobuf message's fields, decoded in Rust (`_core.TableDataFiles`,
 rust/src/avro_columns.rs, json_columns.rs and proto_columns.rs) from Confluent-framed values.
 
 The table's value struct is the union, by field name, of every Avro, JSON Schema and Protobuf version
@@ -391,7 +391,7 @@ _KIND = {
 
 
 class ReaderTree:
-    """The table's value struct in pre-order, as `_core.decode_avro_columns` takes it."""
+    """The table's value struct in pre-order, as `_core.TableDataFiles` takes it (`value_tree`)."""
 
     def __init__(self, struct: Any) -> None:
         self.nodes: list[tuple[str, list[int]]] = []
@@ -409,51 +409,6 @@ class ReaderTree:
         else:
             self.nodes[i] = ("list", [self._add(t[1])])
         return i
-
-    def arrow_type(self, i: int = 0):
-        import pyarrow as pa
-
-        t = self.types[i]
-        if isinstance(t, str):
-            return {
-                "boolean": pa.bool_(),
-                "int": pa.int32(),
-                "long": pa.int64(),
-                "float": pa.float32(),
-                "double": pa.float64(),
-                "string": pa.string(),
-                "binary": pa.binary(),
-                "date": pa.date32(),
-                "timestamp": pa.timestamp("us", tz="UTC"),
-            }[t]
-        children = self.nodes[i][1]
-        if t[0] == "struct":
-            return pa.struct([pa.field(n, self.arrow_type(c)) for (n, _), c in zip(t[1], children)])
-        return pa.list_(pa.field("element", self.arrow_type(children[0])))
-
-    def arrow_array(self, columns: list[dict], i: int = 0):
-        """The Arrow array of node `i` from `decode_avro_columns`' columns."""
-        import pyarrow as pa
-
-        c = columns[i]
-        typ = self.arrow_type(i)
-        validity = pa.py_buffer(c["validity"]) if c["nulls"] else None
-        kind, children = self.nodes[i]
-        if kind in ("string", "binary"):
-            buffers = [validity, pa.py_buffer(c["offsets"]), pa.py_buffer(c["data"])]
-            return pa.Array.from_buffers(typ, c["len"], buffers, null_count=c["nulls"])
-        if kind == "struct":
-            kids = [self.arrow_array(columns, k) for k in children]
-            return pa.Array.from_buffers(typ, c["len"], [validity], null_count=c["nulls"], children=kids)
-        if kind == "list":
-            return pa.Array.from_buffers(
-                typ,
-                c["len"],
-                [validity, pa.py_buffer(c["offsets"])],
-                null_count=c["nulls"],
-                children=[self.arrow_array(columns, children[0])],
-            )
-        return pa.Array.from_buffers(typ, c["len"], [validity, pa.py_buffer(c["values"])], null_count=c["nulls"])
 
 
 # --- writer programs ---------------------------------------------------------------------

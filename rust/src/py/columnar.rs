@@ -1,13 +1,14 @@
-//! `decode_columns`: record batches to Arrow-layout buffers (see `crate::columnar`);
-//! `decode_avro_columns`: Avro, JSON and Protobuf values to Arrow-layout columns (see
-//! `crate::avro_columns`, `crate::json_columns`, `crate::proto_columns`).
+//! `decode_columns`: record batches to Arrow-layout buffers (see `crate::columnar`); and
+//! the value programs and reader trees of Iceberg topics' value columns from Python's
+//! tuples (see `crate::avro_columns`, `crate::json_columns`, `crate::proto_columns`), for
+//! `TableDataFiles` (table.rs).
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
 
 use super::gil::EnterCore;
 use super::log::extract_bytes;
-use crate::avro_columns::{self, Built, Column, Kind, Program};
+use crate::avro_columns::{Column, Kind, Program};
 use crate::client::records::AbortedTxn;
 use crate::columnar;
 use crate::proto_columns::{ProtoField, ProtoType};
@@ -55,7 +56,7 @@ fn target(t: i64) -> Option<usize> {
 
 /// A writer program from Python's nested tuples (logbroker/iceberg/value_schema.py):
 /// `(kind, target, ...)` with target -1 for none; see `crate::avro_columns::Program`.
-fn program(obj: &Bound<'_, PyAny>) -> PyResult<Program> {
+pub(crate) fn program(obj: &Bound<'_, PyAny>) -> PyResult<Program> {
     let kind: String = obj.get_item(0)?.extract()?;
     let t = || -> PyResult<Option<usize>> { Ok(target(obj.get_item(1)?.extract()?)) };
     Ok(match kind.as_str() {
@@ -140,7 +141,7 @@ fn json_target(t: Option<usize>) -> PyResult<usize> {
     t.ok_or_else(|| PyValueError::new_err("a JSON program part names no column"))
 }
 
-fn column(kind: &str, children: Vec<usize>) -> PyResult<Column> {
+pub(crate) fn column(kind: &str, children: Vec<usize>) -> PyResult<Column> {
     let kind = match kind {
         "boolean" => Kind::Boolean,
         "int" => Kind::Int,
@@ -154,47 +155,4 @@ fn column(kind: &str, children: Vec<usize>) -> PyResult<Column> {
         other => return Err(PyValueError::new_err(format!("unknown column kind {other:?}"))),
     };
     Ok(Column { kind, children })
-}
-
-fn built<'py>(py: Python<'py>, b: &Built) -> PyResult<Bound<'py, PyDict>> {
-    let d = PyDict::new(py);
-    d.set_item("len", b.len)?;
-    d.set_item("nulls", b.nulls)?;
-    d.set_item("validity", PyBytes::new(py, &b.validity))?;
-    d.set_item("values", PyBytes::new(py, &b.values))?;
-    d.set_item("offsets", PyBytes::new(py, &b.offsets))?;
-    d.set_item("data", PyBytes::new(py, &b.data))?;
-    Ok(d)
-}
-
-/// Decodes `count` Confluent-framed Avro, JSON or Protobuf values (a binary column's validity, offsets and
-/// data, as `decode_columns` gives them) into the columns of the reader `tree` (pre-order
-/// `(kind, children)`), one `(schema id, program)` per writer schema; returns a dict (see
-/// `python/logbroker/_core.pyi`).
-#[pyfunction]
-pub fn decode_avro_columns<'py>(
-    py: Python<'py>,
-    count: usize,
-    validity: &Bound<'py, PyAny>,
-    offsets: &Bound<'py, PyAny>,
-    data: &Bound<'py, PyAny>,
-    tree: Vec<(String, Vec<usize>)>,
-    programs: Vec<(i32, Bound<'py, PyAny>)>,
-) -> PyResult<Bound<'py, PyDict>> {
-    let (validity, offsets, data) = (extract_bytes(validity)?, extract_bytes(offsets)?, extract_bytes(data)?);
-    let tree = tree.into_iter().map(|(k, c)| column(&k, c)).collect::<PyResult<Vec<_>>>()?;
-    let programs = programs.into_iter().map(|(id, p)| Ok((id, program(&p)?))).collect::<PyResult<Vec<_>>>()?;
-    let c = py.enter_core(|| avro_columns::decode_avro_columns(count, &validity, &offsets, &data, &tree, &programs))?;
-    let d = PyDict::new(py);
-    d.set_item("count", c.count)?;
-    d.set_item("failures", c.failures)?;
-    d.set_item("first_failure", c.first_failure)?;
-    let cols = PyList::empty(py);
-    for b in &c.columns {
-        cols.append(built(py, b)?)?;
-    }
-    d.set_item("columns", cols)?;
-    d.set_item("schema_id", built(py, &c.schema_id)?)?;
-    d.set_item("raw", built(py, &c.raw)?)?;
-    Ok(d)
 }

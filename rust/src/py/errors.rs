@@ -16,6 +16,8 @@
 //! └── NoLeaderError               RaftError::NoLeader
 //! RemoteStorageError(Exception)   remote::RemoteError (tiered storage: the store, its objects)
 //! └── RemoteObjectNotFoundError    RemoteError::NotFound
+//! TableDataFileError(Exception)   table::TableError (an Iceberg topic's data files: the
+//!                                 table's schema or settings, a file that cannot be written)
 //! KafkaProtocolError(ValueError)  protocol::ProtocolError (a frame that does not decode,
 //!                                 a message that cannot be encoded)
 //! ```
@@ -30,6 +32,7 @@ use pyo3::prelude::*;
 use crate::error::LogError;
 use crate::protocol::ProtocolError;
 use crate::remote::RemoteError;
+use crate::table::TableError;
 
 create_exception!(logbroker._core, LogBrokerError, PyException, "Base class of every storage-engine error.");
 create_exception!(
@@ -136,6 +139,22 @@ impl From<RemoteError> for PyErr {
     }
 }
 
+create_exception!(
+    logbroker._core,
+    TableDataFileError,
+    PyException,
+    "An Iceberg topic's data files: the table's schema or writer settings, or a file that cannot be written."
+);
+
+impl From<TableError> for PyErr {
+    fn from(e: TableError) -> PyErr {
+        match e {
+            TableError::Log(e) => e.into(),
+            _ => TableDataFileError::new_err(e.to_string()),
+        }
+    }
+}
+
 impl From<ProtocolError> for PyErr {
     fn from(e: ProtocolError) -> PyErr {
         KafkaProtocolError::new_err(e.0)
@@ -186,6 +205,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("RaftError", py.get_type::<RaftError>())?;
     m.add("RemoteStorageError", py.get_type::<RemoteStorageError>())?;
     m.add("RemoteObjectNotFoundError", py.get_type::<RemoteObjectNotFoundError>())?;
+    m.add("TableDataFileError", py.get_type::<TableDataFileError>())?;
     m.add("NoLeaderError", py.get_type::<NoLeaderError>())?;
     Ok(())
 }

@@ -31,6 +31,7 @@ mod raft;
 mod remote;
 mod replication;
 mod server;
+mod table;
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
@@ -50,7 +51,6 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(functions::encode_batch, m)?)?;
     client::register(m)?;
     m.add_function(wrap_pyfunction!(columnar::decode_columns, m)?)?;
-    m.add_function(wrap_pyfunction!(columnar::decode_avro_columns, m)?)?;
     m.add_function(wrap_pyfunction!(protocol::protocol_reencode, m)?)?;
     m.add_function(wrap_pyfunction!(protocol::protocol_decode, m)?)?;
     m.add_function(wrap_pyfunction!(protocol::protocol_encode, m)?)?;
@@ -65,5 +65,6 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(server::certificate_principal, m)?)?;
     m.add_class::<replication::PyReplicaFetcherManager>()?;
     m.add_class::<remote::PyRemoteStorage>()?;
+    m.add_class::<table::PyTableDataFiles>()?;
     Ok(())
 }

@@ -1,0 +1,399 @@
+//! The data files of one table commit: a partition's log read over an offset range, decoded
+//! (read_committed), and written as Parquet, one file per day of the record timestamps (the
+//! table's partition spec, `day(timestamp)`), rolled at the table's target file size.
+//!
+//! Partitioning is one pass with no copy: each decoded stretch of log is cut into runs of
+//! rows of the same day (a topic's timestamps mostly rise, so runs are long) and each run,
+//! an Arrow slice, goes to its day's open file. Files stay open across the partitions of a
+//! commit, so a commit writes one file per day it touches, not one per partition.
+//!
+//! Files (Iceberg's layout, what pyiceberg names):
+//!
+//!     <data location>/timestamp_day=<YYYY-MM-DD>/<prefix>-<n:05>.parquet
+//!
+//! written under the data location directly when it is a local directory (each file is
+//! fsynced when closed: the commit that follows makes the table refer to it), or kept in
+//! memory for the caller to put to object storage. No file is referred to by the table
+//! until the caller commits it; `abort` removes the local ones.
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use arrow_array::{Array, RecordBatch, TimestampMicrosecondArray};
+use arrow_schema::SchemaRef;
+use parquet::arrow::ArrowWriter;
+use parquet::basic::{Compression, GzipLevel, ZstdLevel};
+use parquet::file::properties::WriterProperties;
+
+use super::error::{Result, TableError};
+use super::record_arrays::{record_batch, DecodedValues};
+use crate::avro_columns::{self, Column, Program};
+use crate::client::records::AbortedTxn;
+use crate::columnar;
+use crate::log::Log;
+
+/// Bytes of log decoded at a time (one Arrow batch).
+pub const READ_BYTES: u64 = 8 << 20;
+
+const MICROS_PER_DAY: i64 = 86_400_000_000;
+
+/// How data files are written: the table's `write.parquet.*` and `write.target-file-size-bytes`.
+#[derive(Debug, Clone)]
+pub struct FileSettings {
+    pub compression: Compression,
+    /// A row group is flushed once its encoded size reaches this.
+    pub row_group_bytes: usize,
+    /// A file is closed, and the next rows of its day go to a new one, once it reaches this.
+    pub target_file_bytes: usize,
+}
+
+/// The Parquet codec of Iceberg's `write.parquet.compression-codec` and `-level`.
+pub fn compression(codec: &str, level: Option<i32>) -> Result<Compression> {
+    let bad = |e: parquet::errors::ParquetError| {
+        TableError::Config(format!("write.parquet.compression-level {level:?} for {codec}: {e}"))
+    };
+    Ok(match codec.to_ascii_lowercase().as_str() {
+        "zstd" => Compression::ZSTD(level.map_or(Ok(ZstdLevel::default()), ZstdLevel::try_new).map_err(bad)?),
+        "gzip" => Compression::GZIP(
+            level
+                .map_or(Ok(GzipLevel::default()), |l| GzipLevel::try_new(u32::try_from(l).unwrap_or(u32::MAX)))
+                .map_err(bad)?,
+        ),
+        "snappy" => Compression::SNAPPY,
+        "lz4" => Compression::LZ4_RAW,
+        "uncompressed" | "none" => Compression::UNCOMPRESSED,
+        other => {
+            return Err(TableError::Config(format!(
+                "write.parquet.compression-codec {other:?}: the broker writes zstd, gzip, snappy, lz4 or uncompressed"
+            )))
+        }
+    })
+}
+
+/// Where the files go.
+#[derive(Debug, Clone)]
+pub enum Location {
+    /// A local directory (`dir`), the table's data location `url` (a path or a `file:` URL):
+    /// files are written in `dir` and named by `url` joined with their names.
+    Local { dir: PathBuf, url: String },
+    /// Object storage: files are kept in memory; paths are this URL joined with their names.
+    Memory(String),
+}
+
+enum Sink {
+    File(BufWriter<File>),
+    Memory(Vec<u8>),
+}
+
+impl Write for Sink {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        match self {
+            Sink::File(f) => f.write(buf),
+            Sink::Memory(v) => v.write(buf),
+        }
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        match self {
+            Sink::File(f) => f.flush(),
+            Sink::Memory(_) => Ok(()),
+        }
+    }
+}
+
+/// A data file written and closed.
+#[derive(Debug)]
+pub struct WrittenFile {
+    /// Its path (local) or URL (object storage).
+    pub path: String,
+    /// Days since 1970-01-01 of its rows' timestamps.
+    pub day: i32,
+    pub rows: u64,
+    pub bytes: u64,
+    /// The file, when the location is object storage.
+    pub contents: Option<Vec<u8>>,
+}
+
+struct OpenFile {
+    writer: ArrowWriter<Sink>,
+    path: String,
+    rows: u64,
+}
+
+/// What reading one partition's log wrote.
+#[derive(Debug, Default)]
+pub struct LogWrite {
+    /// Where the next commit goes on (past the last whole batch read, or the end asked).
+    pub next_offset: i64,
+    pub rows: u64,
+    /// Bytes of log read.
+    pub read_bytes: u64,
+    /// Values that did not decode into the value columns (kept in `value_raw`).
+    pub failures: usize,
+    /// The first such value's offset and why.
+    pub first_failure: Option<(i64, String)>,
+}
+
+/// The value columns' reader tree and one program per writer schema id (avro_columns).
+pub struct ValueDecoding {
+    pub tree: Vec<Column>,
+    pub programs: Vec<(i32, Program)>,
+}
+
+/// The files of one commit, being written.
+pub struct DataFiles {
+    schema: SchemaRef,
+    timestamp_column: usize,
+    settings: FileSettings,
+    props: WriterProperties,
+    location: Location,
+    prefix: String,
+    values: Option<ValueDecoding>,
+    open: HashMap<i32, OpenFile>,
+    done: Vec<WrittenFile>,
+    created: Vec<PathBuf>,
+    next_file: u32,
+}
+
+impl DataFiles {
+    pub fn new(
+        schema: SchemaRef,
+        settings: FileSettings,
+        location: Location,
+        prefix: String,
+        values: Option<ValueDecoding>,
+    ) -> Result<DataFiles> {
+        let timestamp_column = schema
+            .index_of("timestamp")
+            .map_err(|_| TableError::Config("the table has no timestamp column to partition by".into()))?;
+        let props = WriterProperties::builder()
+            .set_compression(settings.compression)
+            .set_created_by(format!("logbroker {}", env!("CARGO_PKG_VERSION")))
+            .build();
+        Ok(DataFiles {
+            schema,
+            timestamp_column,
+            settings,
+            props,
+            location,
+            prefix,
+            values,
+            open: HashMap::new(),
+            done: Vec::new(),
+            created: Vec::new(),
+            next_file: 0,
+        })
+    }
+
+    /// Reads `log` over `[start, end)` as a read_committed consumer sees it (no control
+    /// records, none of aborted transactions) and writes its records, stopping after
+    /// `max_bytes` of log (at a batch boundary).
+    pub fn write_log(&mut self, log: &Log, start: i64, end: i64, max_bytes: u64) -> Result<LogWrite> {
+        let (topic, partition) = (log.topic().to_owned(), log.partition());
+        let aborted: Vec<AbortedTxn> = log
+            .aborted_transactions(start, end)
+            .into_iter()
+            .map(|a| AbortedTxn { producer_id: a.producer_id, first_offset: a.first_offset })
+            .collect();
+        let mut out = LogWrite { next_offset: start, ..LogWrite::default() };
+        while out.next_offset < end && out.read_bytes < max_bytes {
+            let position = out.next_offset;
+            let want = READ_BYTES.min(max_bytes - out.read_bytes);
+            let Some(region) = log.read(position, want, Some(end), true)? else { break };
+            let bytes = region.read_to_vec()?;
+            out.read_bytes += bytes.len() as u64;
+            let columns = columnar::decode_columns(&bytes, position, end, true, Some(&aborted))?;
+            drop(bytes);
+            if columns.next_offset <= position {
+                return Err(TableError::Columns {
+                    topic,
+                    partition,
+                    first: position,
+                    last: end - 1,
+                    reason: format!("decoding made no progress at offset {position}"),
+                });
+            }
+            out.next_offset = columns.next_offset;
+            if columns.count == 0 {
+                continue;
+            }
+            let bad = |reason: String| TableError::Columns {
+                topic: topic.clone(),
+                partition,
+                first: position,
+                last: out.next_offset - 1,
+                reason,
+            };
+            let values = match &self.values {
+                Some(v) => {
+                    let c = &columns.value;
+                    let decoded = avro_columns::decode_avro_columns(
+                        columns.count,
+                        &c.validity,
+                        &c.offsets,
+                        &c.data,
+                        &v.tree,
+                        &v.programs,
+                    )?;
+                    if decoded.failures > 0 {
+                        out.failures += decoded.failures;
+                        if out.first_failure.is_none() {
+                            if let Some((row, why)) = &decoded.first_failure {
+                                let at = columns
+                                    .offset
+                                    .get(row * 8..row * 8 + 8)
+                                    .map_or(position, |b| i64::from_le_bytes(b.try_into().expect("8 bytes")));
+                                out.first_failure = Some((at, why.clone()));
+                            }
+                        }
+                    }
+                    Some(DecodedValues { tree: &v.tree, columns: decoded })
+                }
+                None => None,
+            };
+            out.rows += columns.count as u64;
+            let batch = record_batch(&self.schema, columns, &topic, partition, values).map_err(bad)?;
+            self.write_batch(&batch)?;
+        }
+        Ok(out)
+    }
+
+    /// Writes `batch` (the table's schema) into the files of its rows' days.
+    pub fn write_batch(&mut self, batch: &RecordBatch) -> Result<()> {
+        let ts = batch
+            .column(self.timestamp_column)
+            .as_any()
+            .downcast_ref::<TimestampMicrosecondArray>()
+            .ok_or_else(|| TableError::Config("the timestamp column is not timestamp[us]".into()))?;
+        let mut run_start = 0;
+        let mut run_day = None;
+        for (row, us) in ts.iter().enumerate() {
+            let day = us.map_or(i32::MIN, day_of);
+            if run_day != Some(day) {
+                if let Some(d) = run_day {
+                    self.write_run(d, &batch.slice(run_start, row - run_start))?;
+                }
+                run_start = row;
+                run_day = Some(day);
+            }
+        }
+        if let Some(d) = run_day {
+            self.write_run(d, &batch.slice(run_start, batch.num_rows() - run_start))?;
+        }
+        Ok(())
+    }
+
+    fn write_run(&mut self, day: i32, rows: &RecordBatch) -> Result<()> {
+        if !self.open.contains_key(&day) {
+            let file = self.create(day)?;
+            self.open.insert(day, file);
+        }
+        let f = self.open.get_mut(&day).expect("just opened");
+        let failed = |e: parquet::errors::ParquetError, path: &str| TableError::Write {
+            path: path.to_owned(),
+            reason: e.to_string(),
+        };
+        f.writer.write(rows).map_err(|e| failed(e, &f.path))?;
+        f.rows += rows.num_rows() as u64;
+        if f.writer.in_progress_size() >= self.settings.row_group_bytes {
+            f.writer.flush().map_err(|e| failed(e, &f.path))?;
+        }
+        if f.writer.bytes_written() + f.writer.in_progress_size() >= self.settings.target_file_bytes {
+            let f = self.open.remove(&day).expect("open");
+            let written = finish(f, day)?;
+            self.done.push(written);
+        }
+        Ok(())
+    }
+
+    fn create(&mut self, day: i32) -> Result<OpenFile> {
+        let name = format!("timestamp_day={}/{}-{:05}.parquet", day_string(day), self.prefix, self.next_file);
+        self.next_file += 1;
+        let (sink, path) = match &self.location {
+            Location::Local { dir, url } => {
+                let path = dir.join(&name);
+                let made = path.parent().map_or(Ok(()), std::fs::create_dir_all).and_then(|()| File::create(&path));
+                let file =
+                    made.map_err(|e| TableError::Write { path: path.display().to_string(), reason: e.to_string() })?;
+                self.created.push(path);
+                (Sink::File(BufWriter::with_capacity(1 << 20, file)), format!("{}/{name}", url.trim_end_matches('/')))
+            }
+            Location::Memory(url) => (Sink::Memory(Vec::new()), format!("{}/{name}", url.trim_end_matches('/'))),
+        };
+        let writer = ArrowWriter::try_new(sink, Arc::clone(&self.schema), Some(self.props.clone()))
+            .map_err(|e| TableError::Write { path: path.clone(), reason: e.to_string() })?;
+        Ok(OpenFile { writer, path, rows: 0 })
+    }
+
+    /// Closes every open file: the commit's files, in the order written.
+    pub fn close(mut self) -> Result<Vec<WrittenFile>> {
+        let mut open: Vec<(i32, OpenFile)> = self.open.drain().collect();
+        open.sort_by_key(|(day, _)| *day);
+        for (day, f) in open {
+            let written = finish(f, day)?;
+            self.done.push(written);
+        }
+        Ok(std::mem::take(&mut self.done))
+    }
+
+    /// Drops the commit: removes the local files written (none is in the table).
+    pub fn abort(self) {
+        for path in &self.created {
+            let _ = std::fs::remove_file(path);
+        }
+    }
+}
+
+fn finish(f: OpenFile, day: i32) -> Result<WrittenFile> {
+    let failed = |reason: String| TableError::Write { path: f.path.clone(), reason };
+    let sink = f.writer.into_inner().map_err(|e| failed(e.to_string()))?;
+    let (bytes, contents) = match sink {
+        Sink::File(w) => {
+            let file = w.into_inner().map_err(|e| failed(e.error().to_string()))?;
+            file.sync_data().map_err(|e| failed(e.to_string()))?;
+            (file.metadata().map_err(|e| failed(e.to_string()))?.len(), None)
+        }
+        Sink::Memory(v) => (v.len() as u64, Some(v)),
+    };
+    Ok(WrittenFile { path: f.path, day, rows: f.rows, bytes, contents })
+}
+
+/// Days since 1970-01-01 of a timestamp in microseconds (floor, for times before 1970 too).
+pub fn day_of(us: i64) -> i32 {
+    i32::try_from(us.div_euclid(MICROS_PER_DAY)).unwrap_or(if us < 0 { i32::MIN } else { i32::MAX })
+}
+
+/// `YYYY-MM-DD` of a day number (proleptic Gregorian; Iceberg's human form of `day`).
+pub fn day_string(day: i32) -> String {
+    // Howard Hinnant's civil_from_days.
+    let z = i64::from(day) + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!("{y:04}-{m:02}-{d:02}")
+}
+
+/// Where `location` (a table's data location) is written.
+pub fn location(location: &str) -> Location {
+    match local_dir(location) {
+        Some(dir) => Location::Local { dir, url: location.to_owned() },
+        None => Location::Memory(location.to_owned()),
+    }
+}
+
+/// A local data location from a table location that is a path or a `file:` URL.
+pub fn local_dir(location: &str) -> Option<PathBuf> {
+    if let Some(rest) = location.strip_prefix("file://") {
+        return Some(Path::new(rest).to_path_buf());
+    }
+    if let Some(rest) = location.strip_prefix("file:") {
+        return Some(Path::new(rest).to_path_buf());
+    }
+    (!location.contains("://")).then(|| Path::new(location).to_path_buf())
+}

@@ -1,0 +1,17 @@
+//! Iceberg topics' data files, written by the broker (python/logbroker/iceberg has the
+//! table, its position and the exactly-once argument; this is the per-byte part).
+//!
+//! A commit hands [`DataFiles`] each partition's offset range; the log is read and decoded
+//! in Rust (`columnar`, and `avro_columns` for value columns), the columns become Arrow
+//! arrays without a copy of the record bytes (`record_arrays`), and Parquet files are
+//! written one per day partition (`data_files`). Python then reads each file's footer for
+//! the table's statistics and commits the files with the table's new position.
+pub mod data_files;
+pub mod error;
+pub mod record_arrays;
+
+pub use data_files::{DataFiles, FileSettings, Location, LogWrite, ValueDecoding, WrittenFile};
+pub use error::TableError;
+
+#[cfg(test)]
+mod data_files_tests;
