@@ -76,7 +76,12 @@ pub fn decompress(codec: Codec, input: &[u8], limit: usize) -> Result<Vec<u8>, S
         }
         Codec::Gzip => read_bounded(flate2::read::MultiGzDecoder::new(input), &mut out, limit)?,
         Codec::Snappy => snappy_decompress(input, &mut out, limit)?,
-        Codec::Lz4 => read_bounded(lz4_flex::frame::FrameDecoder::new(input), &mut out, limit)?,
+        Codec::Lz4 => {
+            if !lz4_frame_blocks(input, &mut out, limit)? {
+                out.clear();
+                read_bounded(lz4_flex::frame::FrameDecoder::new(input), &mut out, limit)?;
+            }
+        }
         Codec::Zstd => {
             let dec = zstd::stream::read::Decoder::with_buffer(input).map_err(|e| format!("zstd: {e}"))?;
             read_bounded(dec, &mut out, limit)?;
@@ -92,6 +97,74 @@ fn read_bounded(reader: impl Read, out: &mut Vec<u8>, limit: usize) -> Result<()
         return Err(format!("decompressed size exceeds the limit of {limit} bytes"));
     }
     Ok(())
+}
+
+const LZ4_MAGIC: u32 = 0x184D_2204;
+const LZ4_WINDOW: usize = 64 << 10;
+
+/// One LZ4 frame (what Kafka's clients write: one per batch) decoded block by block straight
+/// into `out`, without the frame reader's window copies. Returns false, leaving `out` as it
+/// may be, for what it leaves to `FrameDecoder`: a dictionary id, more than one frame, or a
+/// header it does not know. The header and content checksums are not checked here: the
+/// batch's CRC-32C, checked before, covers every byte.
+fn lz4_frame_blocks(input: &[u8], out: &mut Vec<u8>, limit: usize) -> Result<bool, String> {
+    let le32 = |at: usize| input.get(at..at + 4).map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]));
+    if le32(0) != Some(LZ4_MAGIC) || input.len() < 7 {
+        return Ok(false);
+    }
+    let (flg, bd) = (input[4], input[5]);
+    if flg >> 6 != 1 || flg & 0x01 != 0 {
+        return Ok(false); // another version, or a dictionary id
+    }
+    let independent = flg & 0x20 != 0;
+    let block_checksum = flg & 0x10 != 0;
+    let content_checksum = flg & 0x04 != 0;
+    let max_block = match (bd >> 4) & 7 {
+        4 => 64 << 10,
+        5 => 256 << 10,
+        6 => 1 << 20,
+        7 => 4 << 20,
+        _ => return Ok(false),
+    };
+    let mut pos = 6 + if flg & 0x08 != 0 { 8 } else { 0 } + 1; // content size, header checksum
+    loop {
+        let size = le32(pos).ok_or("lz4: truncated block size")?;
+        pos += 4;
+        if size == 0 {
+            break;
+        }
+        let len = (size & 0x7FFF_FFFF) as usize;
+        if len > max_block || input.len() - pos < len {
+            return Err(format!("lz4: a block of {len} bytes at {pos} (frame of {} bytes)", input.len()));
+        }
+        let block = &input[pos..pos + len];
+        pos += len + if block_checksum { 4 } else { 0 };
+        let start = out.len();
+        if size & 0x8000_0000 != 0 {
+            if start + len > limit {
+                return Err(format!("decompressed size exceeds the limit of {limit} bytes"));
+            }
+            out.extend_from_slice(block);
+            continue;
+        }
+        out.resize(start + max_block.min(limit.saturating_sub(start)), 0);
+        let (before, room) = out.split_at_mut(start);
+        let n = if independent || start == 0 {
+            lz4_flex::block::decompress_into(block, room)
+        } else {
+            lz4_flex::block::decompress_into_with_dict(block, room, &before[start.saturating_sub(LZ4_WINDOW)..])
+        };
+        let n = n.map_err(|e| {
+            if start + max_block > limit {
+                format!("decompressed size exceeds the limit of {limit} bytes")
+            } else {
+                format!("lz4: {e}")
+            }
+        })?;
+        out.truncate(start + n);
+    }
+    pos += if content_checksum { 4 } else { 0 };
+    Ok(pos == input.len())
 }
 
 fn snappy_decompress(input: &[u8], out: &mut Vec<u8>, limit: usize) -> Result<(), String> {
@@ -211,6 +284,40 @@ mod tests {
         for id in 5..8 {
             assert_eq!(Codec::from_attributes(id), None);
         }
+    }
+
+    /// The block-by-block LZ4 path against lz4_flex's frame encoder in every block mode,
+    /// block size and checksum setting, and the cases it leaves to the frame reader.
+    #[test]
+    fn lz4_frames_decode_block_by_block() {
+        use lz4_flex::frame::{BlockMode, BlockSize, FrameEncoder, FrameInfo};
+        let data: Vec<u8> =
+            (0..600_000u32).flat_map(|i| format!("{{\"n\":{},\"k\":\"{}\"}}", i % 977, i % 13).into_bytes()).collect();
+        for mode in [BlockMode::Independent, BlockMode::Linked] {
+            for size in [BlockSize::Max64KB, BlockSize::Max256KB, BlockSize::Max4MB] {
+                for sums in [false, true] {
+                    let info =
+                        FrameInfo::new().block_mode(mode).block_size(size).block_checksums(sums).content_checksum(sums);
+                    let mut enc = FrameEncoder::with_frame_info(info, Vec::new());
+                    enc.write_all(&data).unwrap();
+                    let frame = enc.finish().unwrap();
+                    let mut out = Vec::new();
+                    assert!(lz4_frame_blocks(&frame, &mut out, usize::MAX).unwrap(), "{mode:?} {size:?} {sums}");
+                    assert!(out == data, "{mode:?} {size:?} {sums}: {} bytes back of {}", out.len(), data.len());
+                    assert_eq!(decompress(Codec::Lz4, &frame, data.len()).unwrap(), data);
+                    let e = decompress(Codec::Lz4, &frame, data.len() - 1).unwrap_err();
+                    assert!(e.contains("exceeds the limit"), "{e}");
+                }
+            }
+        }
+        // Two frames back to back: left to the frame reader, which reads the first (as before).
+        let one = compress(Codec::Lz4, b"first ");
+        let mut two = one.clone();
+        two.extend(compress(Codec::Lz4, b"second"));
+        assert!(!lz4_frame_blocks(&two, &mut Vec::new(), 1 << 20).unwrap());
+        assert_eq!(decompress(Codec::Lz4, &two, 1 << 20).unwrap(), b"first ");
+        // A truncated frame is an error either way.
+        assert!(decompress(Codec::Lz4, &one[..one.len() - 5], 1 << 20).is_err());
     }
 
     #[test]

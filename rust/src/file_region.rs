@@ -45,6 +45,12 @@ impl FileRegion {
         Ok(v)
     }
 
+    /// Copies the whole region into `buf` (resized to it), reusing its allocation.
+    pub fn read_into(&self, buf: &mut Vec<u8>) -> Result<()> {
+        buf.resize(usize::try_from(self.length).unwrap_or(0), 0);
+        self.file.read_exact_at(buf, self.position).ctx(&self.path)
+    }
+
     /// Reads region bytes from `offset` into `buf` (fewer at the region's end): the count.
     pub fn read_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<usize> {
         let (pos, count) = self.span(offset, buf.len() as u64);

@@ -22,10 +22,11 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use arrow_array::{Array, RecordBatch, TimestampMicrosecondArray};
-use arrow_schema::SchemaRef;
+use arrow_schema::{DataType, SchemaRef};
 use parquet::arrow::ArrowWriter;
-use parquet::basic::{Compression, GzipLevel, ZstdLevel};
+use parquet::basic::{Compression, Encoding, GzipLevel, ZstdLevel};
 use parquet::file::properties::WriterProperties;
+use parquet::schema::types::ColumnPath;
 
 use super::error::{Result, TableError};
 use super::record_arrays::{record_batch, DecodedValues};
@@ -34,8 +35,11 @@ use crate::client::records::AbortedTxn;
 use crate::columnar;
 use crate::log::Log;
 
-/// Bytes of log decoded at a time (one Arrow batch).
-pub const READ_BYTES: u64 = 8 << 20;
+/// Bytes of log decoded at a time (one Arrow batch). Small enough that the decoded columns
+/// (a few times this) come from the allocator's heap rather than fresh `mmap`s: this
+/// machine's VM pays ~4.5 s of CPU per GB of memory touched for the first time, and at 8 MiB
+/// page faults were 8% of the writer's CPU (docs/decisions.md).
+pub const READ_BYTES: u64 = 1 << 20;
 
 const MICROS_PER_DAY: i64 = 86_400_000_000;
 
@@ -167,10 +171,25 @@ impl DataFiles {
         let timestamp_column = schema
             .index_of("timestamp")
             .map_err(|_| TableError::Config("the table has no timestamp column to partition by".into()))?;
-        let props = WriterProperties::builder()
+        let mut props = WriterProperties::builder()
             .set_compression(settings.compression)
-            .set_created_by(format!("logbroker {}", env!("CARGO_PKG_VERSION")))
-            .build();
+            .set_created_by(format!("logbroker {}", env!("CARGO_PKG_VERSION")));
+        // Offsets and timestamps rise record by record: delta encoding stores them in a few
+        // bits each before the codec sees them. A binary value is mostly unique: a dictionary
+        // would be built for each column chunk's first megabyte and thrown away.
+        for f in schema.fields() {
+            let path = ColumnPath::from(f.name().as_str());
+            match (f.name().as_str(), f.data_type()) {
+                ("offset" | "timestamp", _) => {
+                    props = props
+                        .set_column_dictionary_enabled(path.clone(), false)
+                        .set_column_encoding(path, Encoding::DELTA_BINARY_PACKED);
+                }
+                ("value" | "value_raw", DataType::Binary) => props = props.set_column_dictionary_enabled(path, false),
+                _ => {}
+            }
+        }
+        let props = props.build();
         Ok(DataFiles {
             schema,
             timestamp_column,
@@ -197,14 +216,14 @@ impl DataFiles {
             .map(|a| AbortedTxn { producer_id: a.producer_id, first_offset: a.first_offset })
             .collect();
         let mut out = LogWrite { next_offset: start, ..LogWrite::default() };
+        let mut bytes = Vec::new();
         while out.next_offset < end && out.read_bytes < max_bytes {
             let position = out.next_offset;
             let want = READ_BYTES.min(max_bytes - out.read_bytes);
             let Some(region) = log.read(position, want, Some(end), true)? else { break };
-            let bytes = region.read_to_vec()?;
+            region.read_into(&mut bytes)?;
             out.read_bytes += bytes.len() as u64;
             let columns = columnar::decode_columns(&bytes, position, end, true, Some(&aborted))?;
-            drop(bytes);
             if columns.next_offset <= position {
                 return Err(TableError::Columns {
                     topic,
