@@ -21,7 +21,7 @@ reading the table gains.
 
     python -m benches.bench_iceberg_topics [--records 1000000] [--size 200] [--runs 3]
         [--rate 2000] [--seconds 20] [--intervals 1000,10000] [--skip-spark] [--skip-lag]
-        [--skip-stall] [--baseline-python PATH]
+        [--skip-stall] [--skip-cpu] [--baseline-python PATH]
 
 Not in CI (minutes, and Spark).
 """
@@ -308,6 +308,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--skip-spark", action="store_true")
     ap.add_argument("--skip-lag", action="store_true")
     ap.add_argument("--skip-stall", action="store_true")
+    ap.add_argument("--skip-cpu", action="store_true")
     ap.add_argument("--baseline-python", help="a python with another logbroker install, for its Iceberg CPU")
     args = ap.parse_args(argv)
     from confluent_kafka.admin import AdminClient, NewTopic
@@ -333,40 +334,43 @@ def main(argv: list[str] | None = None) -> int:
                     f"commit interval {interval} ms: lag p50 {row['p50_ms']:.0f} ms, p99 {row['p99_ms']:.0f} ms",
                     flush=True,
                 )
-        out.update(cpu_runs(Path(root), args.records, args.size, args.runs, ["plain", "iceberg"], not args.skip_spark))
-        cpu = out["cpu_s_per_gb"]
-        print(
-            f"broker CPU per GB: plain {cpu['plain']:.2f} s, iceberg {cpu['iceberg']:.2f} s "
-            f"({cpu['iceberg'] / cpu['plain']:.2f}x), {out.get('files_per_commit', 0):.0f} data files per commit",
-            flush=True,
-        )
-        if args.baseline_python:
-            import subprocess
-
-            res = subprocess.run(
-                [
-                    args.baseline_python,
-                    "-m",
-                    "benches.bench_iceberg_topics",
-                    "--cpu-only",
-                    str(Path(root) / "baseline"),
-                    str(args.records),
-                    str(args.size),
-                    str(args.runs),
-                ],
-                cwd=ROOT,
-                capture_output=True,
-                text=True,
-                check=True,
+        if not args.skip_cpu:
+            out.update(
+                cpu_runs(Path(root), args.records, args.size, args.runs, ["plain", "iceberg"], not args.skip_spark)
             )
-            out["baseline"] = b = json.loads(res.stdout.strip().splitlines()[-1])
+            cpu = out["cpu_s_per_gb"]
             print(
-                f"baseline ({args.baseline_python}): iceberg {b['cpu_s_per_gb']['iceberg']:.2f} s per GB "
-                f"({b['cpu_s_per_gb']['iceberg'] / cpu['plain']:.2f}x this run's plain; this writer "
-                f"{cpu['iceberg'] / b['cpu_s_per_gb']['iceberg']:.2f}x the baseline's), "
-                f"{b.get('files_per_commit', 0):.0f} data files per commit",
+                f"broker CPU per GB: plain {cpu['plain']:.2f} s, iceberg {cpu['iceberg']:.2f} s "
+                f"({cpu['iceberg'] / cpu['plain']:.2f}x), {out.get('files_per_commit', 0):.0f} data files per commit",
                 flush=True,
             )
+            if args.baseline_python:
+                import subprocess
+
+                res = subprocess.run(
+                    [
+                        args.baseline_python,
+                        "-m",
+                        "benches.bench_iceberg_topics",
+                        "--cpu-only",
+                        str(Path(root) / "baseline"),
+                        str(args.records),
+                        str(args.size),
+                        str(args.runs),
+                    ],
+                    cwd=ROOT,
+                    capture_output=True,
+                    text=True,
+                    check=True,
+                )
+                out["baseline"] = b = json.loads(res.stdout.strip().splitlines()[-1])
+                print(
+                    f"baseline ({args.baseline_python}): iceberg {b['cpu_s_per_gb']['iceberg']:.2f} s per GB "
+                    f"({b['cpu_s_per_gb']['iceberg'] / cpu['plain']:.2f}x this run's plain; this writer "
+                    f"{cpu['iceberg'] / b['cpu_s_per_gb']['iceberg']:.2f}x the baseline's), "
+                    f"{b.get('files_per_commit', 0):.0f} data files per commit",
+                    flush=True,
+                )
         if not args.skip_stall:
             out["stall"] = stall(Path(root), args.records, args.size)
         if "scan_s" in out:
