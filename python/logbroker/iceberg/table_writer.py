@@ -197,8 +197,7 @@ class TableWriter:
                 f"{ {p: (position.next_offset(topic_id, p), o) for p, o in advanced.items()} }: "
                 f"{type(e).__name__}: {e}"
             ) from None
-        table = table.refresh()
-        snapshot = table.current_snapshot()
+        snapshot = table.current_snapshot()  # the transaction's commit updated `table` in place
         after = _positions(position, topic_id)
         after.update(advanced)
         return CommitOutcome(ident, after, rows, snapshot.snapshot_id if snapshot else None, more)

@@ -83,9 +83,10 @@ fn array(dt: &DataType, p: Parts, children: Vec<ArrayRef>) -> Result<ArrayRef, S
         DataType::Utf8 => {
             let off = offsets(&p.offsets, n)?;
             let nb = nulls(p.validity, n, p.nulls);
-            match StringArray::try_new(off.clone(), Buffer::from_vec(p.data.clone()), nb.clone()) {
+            let data = Buffer::from_vec(p.data); // shared, not copied, by the clone below
+            match StringArray::try_new(off.clone(), data.clone(), nb.clone()) {
                 Ok(a) => Arc::new(a),
-                Err(_) => Arc::new(lossy_strings(&off, &p.data, nb)),
+                Err(_) => Arc::new(lossy_strings(&off, data.as_slice(), nb)),
             }
         }
         DataType::Boolean => {
