@@ -95,7 +95,6 @@ def log_batches(
     `_core.LogBrokerError` (CRC, I/O) and DecodeStalled."""
     from logbroker import _core
 
-    aborted = log.aborted_transactions(first, end)
     position, read = first, 0
     while position < end and (max_bytes is None or read < max_bytes):
         region = log.read(position, READ_BYTES, end, True)
@@ -103,6 +102,10 @@ def log_batches(
             return
         data = region.read()
         read += len(data)
+        # the aborted transactions still open at this stretch's start (as a fetch from there
+        # lists them): one whose ABORT marker an earlier stretch held must not make its
+        # producer's later transactions look aborted
+        aborted = log.aborted_transactions(position, end)
         columns = _core.decode_columns(data, position, end, True, aborted)
         if columns["next_offset"] <= position:
             raise DecodeStalled(f"{log.topic}-{log.partition}: decoding offset {position} made no progress")

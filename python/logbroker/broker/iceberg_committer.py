@@ -35,6 +35,7 @@ from logbroker.common.config import BrokerConfig
 from logbroker.iceberg import IcebergError
 from logbroker.iceberg.catalog import SETTING_KEYS, CatalogSettings
 from logbroker.iceberg.table_maintenance import compact_small_files, expire_snapshots
+from logbroker.iceberg.table_tier import TableTier
 from logbroker.iceberg.table_writer import CommitOutcome, PartitionSource, TableWriter
 from logbroker.iceberg.value_schema import ValueSchema
 
@@ -58,6 +59,7 @@ class IcebergCommitter:
         self._maintained: dict[str, int] = {}  # topic -> when its table was last compacted (ms)
         self._expired: dict[str, int] = {}
         self._errors: dict[str, tuple[str, int]] = {}  # topic -> (last error logged, when)
+        self.tier = TableTier()  # the table as the tier: what the data path reads below the local log
 
     @property
     def writer(self) -> TableWriter:
@@ -66,10 +68,10 @@ class IcebergCommitter:
             self._writer = TableWriter(CatalogSettings.from_keys(keys, self.config.data_dir))
         return self._writer
 
-    async def commit_all(self, by_topic: dict[str, tuple[list[Partition], str]]) -> None:
-        """One interval's commits: each topic's led partitions (with its iceberg.mode),
-        topic after topic."""
-        for topic, (parts, mode) in by_topic.items():
+    async def commit_all(self, by_topic: dict[str, tuple[list[Partition], str, bool]]) -> None:
+        """One interval's commits: each topic's led partitions (with its iceberg.mode, and
+        whether the table is its tier: remote.storage.enable), topic after topic."""
+        for topic, (parts, mode, tier) in by_topic.items():
             try:
                 value_schemas = upto = None
                 if mode == "value_schema_id_prefix":
@@ -81,7 +83,7 @@ class IcebergCommitter:
                     value_schemas = self._value_schemas(topic)
                     if value_schemas is None:
                         continue  # the registry is still reading _schemas: the next interval
-                await trio.to_thread.run_sync(self.commit_topic, topic, parts, value_schemas, upto)
+                await trio.to_thread.run_sync(self.commit_topic, topic, parts, value_schemas, upto, tier)
             except IcebergError as e:
                 text = str(e)
                 now = now_ms()
@@ -122,9 +124,11 @@ class IcebergCommitter:
         parts: list[Partition],
         value_schemas: list[ValueSchema] | None = None,
         upto: dict[int, int] | None = None,
+        tier: bool = False,
     ) -> CommitOutcome | None:
         """Commit until the led partitions are in the table up to their last stable offset, or
-        up to `upto` (partition -> offset) where given (blocking)."""
+        up to `upto` (partition -> offset) where given (blocking). `tier`: the table is the
+        topic's tier (iceberg/table_tier.py), told of each round."""
         parts = [p for p in parts if p.is_leader and not p.deleted]
         if not parts:
             return None
@@ -139,6 +143,8 @@ class IcebergCommitter:
             outcome = self.writer.commit(topic, topic_id, sources, value_schemas=value_schemas)
             for partition, offset in outcome.positions.items():
                 self.held[(parts[0].topic_id, partition)] = offset
+            if tier:
+                self.tier.after_commit(topic, topic_id, parts, outcome)
             if outcome.rows or outcome.snapshot_id is not None:
                 log.debug(
                     "table %s: %d rows of %s committed, positions %s (snapshot %s)",

@@ -123,7 +123,13 @@ class RemoteLogManager:
         )
 
     def tiered(self, topic: str) -> bool:
-        return self.enabled and bool(self.replicas._topic_config(topic, "remote.storage.enable"))
+        """Its segments are copied: remote.storage.enable, unless the topic's Iceberg table is
+        its tier (iceberg.enable; logbroker/iceberg/table_tier.py)."""
+        return (
+            self.enabled
+            and bool(self.replicas._topic_config(topic, "remote.storage.enable"))
+            and not self.replicas._is_table(topic)
+        )
 
     # --- what every replica is told ------------------------------------------------------
 

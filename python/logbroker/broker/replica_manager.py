@@ -654,10 +654,16 @@ class ReplicaManager:
 
     async def _iceberg_commit(self) -> None:
         """Commit the new committed records of the Iceberg topics' partitions this node leads."""
-        by_topic: dict[str, tuple[list[Partition], str]] = {}
+        by_topic: dict[str, tuple[list[Partition], str, bool]] = {}
         for p in list(self.partitions.values()):
             if p.is_leader and not p.deleted and self._is_table(p.topic):
-                by_topic.setdefault(p.topic, ([], self._topic_config(p.topic, "iceberg.mode")))[0].append(p)
+                if p.topic not in by_topic:
+                    by_topic[p.topic] = (
+                        [],
+                        self._topic_config(p.topic, "iceberg.mode"),
+                        bool(self._topic_config(p.topic, "remote.storage.enable")),
+                    )
+                by_topic[p.topic][0].append(p)
         if by_topic:
             await self.iceberg.commit_all(by_topic)
 

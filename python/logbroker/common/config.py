@@ -1111,9 +1111,19 @@ class BrokerConfig:
           likewise local.retention.bytes and retention.bytes;
         - remote.storage.enable goes from true to false without remote.log.delete.on.disable
           (KIP-950).
-        Compacted topics may have remote storage (Kafka refuses them)."""
+        Compacted topics may have remote storage (Kafka refuses them). An Iceberg topic's
+        remote storage is its table (logbroker/iceberg/table_tier.py): it needs no remote log
+        storage, but a table of raw values (not iceberg.mode=value_schema_id_prefix, whose
+        values are columns)."""
         if self.topic_value(configs, "remote.storage.enable"):
-            if not self.get_bool("remote.log.storage.system.enable"):
+            table = bool(self.topic_value(configs, "iceberg.enable"))
+            if table and self.topic_value(configs, "iceberg.mode") == "value_schema_id_prefix":
+                raise ConfigError(
+                    f"topic {topic}: remote.storage.enable=true with iceberg.enable=true makes the table the "
+                    "topic's only long-term copy, which needs the raw values: not possible with "
+                    "iceberg.mode=value_schema_id_prefix (values stored as columns)"
+                )
+            if not table and not self.get_bool("remote.log.storage.system.enable"):
                 raise ConfigError(
                     f"Tiered Storage functionality is disabled in the broker. Topic {topic} cannot be "
                     "configured with remote log storage."

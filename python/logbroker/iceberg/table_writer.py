@@ -54,6 +54,10 @@ class CommitOutcome:
     snapshot_id: int | None = None
     more: bool = False  # stopped at max_bytes with records left below the last stable offset
     lost_race: bool = False  # another writer committed first; nothing of this one landed
+    base_snapshot_id: int | None = None  # the snapshot the commit read (and was conditional on)
+    # the data files it added: {"path", "partition", "min_offset", "max_offset", "rows", ...}
+    files: list[dict] = dataclasses.field(default_factory=list)
+    loaded: object = None  # the pyiceberg Table it read (updated in place by its commit)
 
 
 class TableWriter:
@@ -159,10 +163,14 @@ class TableWriter:
                 more = more or got["next_offset"] < stable
             if not advanced:
                 files.abort()
-                return CommitOutcome(ident, _positions(position, topic_id))
+                return CommitOutcome(
+                    ident, _positions(position, topic_id), base_snapshot_id=position.snapshot_id, loaded=table
+                )
             if not all(src.still_leader() for src in sources if src.partition in advanced):
                 files.abort()
-                return CommitOutcome(ident, _positions(position, topic_id), lost_race=True)
+                return CommitOutcome(
+                    ident, _positions(position, topic_id), lost_race=True, base_snapshot_id=position.snapshot_id
+                )
             try:
                 written = files.close()
             except _core.TableDataFileError as e:
@@ -190,7 +198,9 @@ class TableWriter:
                 e,
                 extra={"topic": topic},
             )
-            return CommitOutcome(ident, _positions(position, topic_id), lost_race=True)
+            return CommitOutcome(
+                ident, _positions(position, topic_id), lost_race=True, base_snapshot_id=position.snapshot_id
+            )
         except Exception as e:
             raise IcebergError(
                 f"table {ident} in {self.settings.label()}: committing {topic} partitions "
@@ -200,7 +210,16 @@ class TableWriter:
         snapshot = table.current_snapshot()  # the transaction's commit updated `table` in place
         after = _positions(position, topic_id)
         after.update(advanced)
-        return CommitOutcome(ident, after, rows, snapshot.snapshot_id if snapshot else None, more)
+        return CommitOutcome(
+            ident,
+            after,
+            rows,
+            snapshot.snapshot_id if snapshot else None,
+            more,
+            base_snapshot_id=position.snapshot_id,
+            files=[{k: v for k, v in w.items() if k != "contents"} for w in written],
+            loaded=table,
+        )
 
     def value_table(self, topic: str, value_schemas: list[ValueSchema]):
         """The table with its value struct grown to every registered version's fields, and

@@ -17,6 +17,7 @@ use crate::server::produce::Verdict;
 use crate::server::quota::{ClientQuotas, Component, Entity, Limits};
 use crate::server::transport::{tls_config, ClientAuth};
 use crate::server::{Event, ListenerConfig, LogLine, NetworkServer, ServerConfig, DATA_PATH_APIS};
+use crate::table::tier_reader::{TableFile, TableTierView};
 use pyo3::exceptions::PyValueError;
 
 /// ACL authorization (rust/src/server/authorizer.rs has the rules): one for the data path
@@ -319,10 +320,32 @@ impl PyReplicaPartition {
     }
 
     /// The first offset a consumer may fetch: the local log start, or the first copied
-    /// offset when tiered storage holds segments below it.
+    /// offset when tiered storage holds segments below it, or the table's first offset when
+    /// the table is the tier.
     #[getter]
     fn log_start_offset(&self) -> i64 {
         self.0.log_start_offset()
+    }
+
+    /// The table as the tier: the partition's data files, `[(first offset, last offset,
+    /// local path)]`, that a consumer's fetch below the local log start reads; None: the
+    /// table is not this partition's tier.
+    fn set_table_tier(&self, files: Option<Vec<(i64, i64, String)>>) {
+        let view = files.map(|files| {
+            TableTierView::new(
+                files
+                    .into_iter()
+                    .map(|(min_offset, max_offset, path)| TableFile { min_offset, max_offset, path })
+                    .collect(),
+            )
+        });
+        self.0.set_table_tier(view);
+    }
+
+    /// How many data files the table-tier view holds (None: not set).
+    #[getter]
+    fn table_tier_files(&self) -> Option<usize> {
+        self.0.table_tier().map(|v| v.files().len())
     }
 
     /// What the leader knows of each follower: `[(replica, leo, last_fetch_ms,

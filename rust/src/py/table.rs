@@ -88,7 +88,7 @@ impl PyTableDataFiles {
         Ok(d)
     }
 
-    /// Closes the files; returns `[{"path", "day", "rows", "bytes", "contents"}]`
+    /// Closes the files; returns `[{"path", "day", "partition", "min_offset", "max_offset", "rows", "bytes", "contents"}]`
     /// (contents: the file's bytes when the location is not local, else None).
     fn close<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
         let files = self.take()?;
@@ -98,6 +98,9 @@ impl PyTableDataFiles {
             let d = PyDict::new(py);
             d.set_item("path", &w.path)?;
             d.set_item("day", w.day)?;
+            d.set_item("partition", w.partition)?;
+            d.set_item("min_offset", w.min_offset)?;
+            d.set_item("max_offset", w.max_offset)?;
             d.set_item("rows", w.rows)?;
             d.set_item("bytes", w.bytes)?;
             d.set_item("contents", w.contents.as_deref().map(|c| PyBytes::new(py, c)))?;

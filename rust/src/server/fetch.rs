@@ -64,6 +64,7 @@ use crate::protocol::messages::fetch_response::{
 use crate::protocol::{Bytes, Chunk, ProtocolError, Reader, Records, Uuid};
 use crate::remote::cache::ReadWaiter;
 use crate::remote::{RemoteLogView, RemoteRead};
+use crate::table::tier_reader::{TableTierView, TierPartition, TierRead};
 
 pub const MIN_VERSION: i16 = 4;
 pub const MAX_VERSION: i16 = 18;
@@ -143,7 +144,19 @@ pub struct PendingFetch {
     log_start_moved: bool,
 }
 
-/// One partition's read from remote storage.
+/// How long a fetch waits for a read of a table's data files (the table as the tier), when
+/// no remote store sets `remote.fetch.max.wait.ms` (its default).
+const TABLE_READ_WAIT: Duration = Duration::from_millis(500);
+
+/// Where a read below the local log start goes.
+enum BelowLocal<'a> {
+    /// The table's data files (the table as the tier).
+    Table(&'a Arc<TableTierView>),
+    /// The copied segments (tiered storage).
+    Copies(&'a Arc<RemoteLogView>),
+}
+
+/// One partition's read from remote storage (or the table as the tier).
 enum RemoteOutcome {
     /// Records of this many bytes are in the answer.
     Read(u64),
@@ -526,6 +539,48 @@ impl PendingFetch {
         RemoteOutcome::Read(0)
     }
 
+    /// A consumer's read below the local log start from the table's data files (the table as
+    /// the tier; table/tier_reader.rs).
+    #[allow(clippy::too_many_arguments)]
+    fn read_table(
+        &self,
+        part: &Arc<Partition>,
+        view: &Arc<TableTierView>,
+        offset: i64,
+        budget: u64,
+        min_one: bool,
+        data: &mut PartitionData,
+        logs: &mut Vec<LogLine>,
+    ) -> RemoteOutcome {
+        let waiter: Weak<dyn ReadWaiter> = Arc::downgrade(part) as Weak<dyn ReadWaiter>;
+        let at = TierPartition { name: Arc::from(part.name()), partition: part.index, view: Arc::clone(view) };
+        match part.table_reader.read(&at, offset, budget, min_one, &waiter) {
+            TierRead::Ready(records) => {
+                let n = records.len() as u64;
+                if self.read_committed {
+                    data.aborted_transactions = Some(Vec::new()); // the table holds committed records only
+                }
+                data.records = Some(Records::Bytes(records));
+                RemoteOutcome::Read(n)
+            }
+            TierRead::Pending => RemoteOutcome::Pending,
+            TierRead::Past => RemoteOutcome::Read(0),
+            TierRead::Failed(why) => {
+                data.error_code = code::KAFKA_STORAGE_ERROR;
+                data.aborted_transactions = None;
+                logs.push(LogLine::new(
+                    LogLine::ERROR,
+                    format!(
+                        "fetch from {}: reading {} at offset {offset} from its Iceberg table failed: {why}",
+                        self.peer,
+                        part.name()
+                    ),
+                ));
+                RemoteOutcome::Error
+            }
+        }
+    }
+
     /// It must read again now rather than wait: remote bytes it waits for arrived after it
     /// read and before it parked (the wake-up came before its waiter was registered), or a
     /// local read raced the log start (`log_start_moved`).
@@ -624,7 +679,32 @@ impl PendingFetch {
                     let lso = lg.last_stable_offset();
                     // tiered storage: copied segments below the local log start
                     let remote = part.remote().filter(|r| !r.segments.is_empty());
-                    let start = remote.as_ref().map_or(log_start, |r| r.log_start_offset.min(log_start));
+                    let mut start = remote.as_ref().map_or(log_start, |r| r.log_start_offset.min(log_start));
+                    // the table as the tier: a consumer reads below the local log start from
+                    // the table; a follower follows the local log start (its fetch below it
+                    // is out of range and restarts its log there)
+                    let tier = part.table_tier().filter(|t| !follower && t.log_start_offset() >= 0);
+                    if let Some(tv) = &tier {
+                        start = start.min(tv.log_start_offset());
+                    }
+                    // below the local log start, past the table's last record (control records
+                    // or aborted ones between): the local log from its start answers
+                    let at = if tier.as_ref().is_some_and(|tv| {
+                        t.fetch_offset >= start && t.fetch_offset < log_start && tv.window(t.fetch_offset).is_none()
+                    }) {
+                        log_start
+                    } else {
+                        t.fetch_offset
+                    };
+                    // below the local log start: the table (the table as the tier) or the
+                    // copied segments (tiered storage)
+                    let below_local = if at < start || at >= log_start {
+                        None
+                    } else if let Some(tv) = &tier {
+                        Some(BelowLocal::Table(tv))
+                    } else {
+                        remote.as_ref().map(BelowLocal::Copies)
+                    };
                     data.high_watermark = hw;
                     data.last_stable_offset = lso;
                     data.log_start_offset = start;
@@ -648,26 +728,34 @@ impl PendingFetch {
                         data.diverging_epoch.epoch = epoch;
                         data.diverging_epoch.end_offset = end_offset;
                         errors = true; // answer now: the fetcher must truncate first
-                    } else if let (Some(r), true) =
-                        (remote.as_ref(), t.fetch_offset >= start && t.fetch_offset < log_start)
-                    {
-                        if follower {
+                    } else if let Some(below) = below_local {
+                        let copies = matches!(below, BelowLocal::Copies(_));
+                        if follower && copies {
                             // Kafka's way: the follower rebuilds from the remote metadata
                             data.error_code = code::OFFSET_MOVED_TO_TIERED_STORAGE;
                             data.aborted_transactions = None;
                             errors = true;
-                        } else if table.remote_reader().is_some_and(|r| r.fetch_quota_exceeded()) {
+                        } else if copies && table.remote_reader().is_some_and(|r| r.fetch_quota_exceeded()) {
                             // remote.log.manager.fetch.max.bytes.per.second used up: no records
                             // for this partition now (Kafka's KIP-956); the consumer fetches again
                         } else if !(budget == 0 && total > 0) {
                             let seen = part.remote_loads();
-                            match self.read_remote(table, &part, r, t.fetch_offset, budget, total == 0, &mut data, logs)
-                            {
+                            let outcome = match below {
+                                BelowLocal::Table(tv) => {
+                                    self.read_table(&part, tv, at, budget, total == 0, &mut data, logs)
+                                }
+                                BelowLocal::Copies(r) => {
+                                    self.read_remote(table, &part, r, at, budget, total == 0, &mut data, logs)
+                                }
+                            };
+                            match outcome {
                                 RemoteOutcome::Read(n) => {
                                     total += n;
                                     served.push((Arc::clone(&part), n));
-                                    remote_served.0 += u64::from(n > 0);
-                                    remote_served.1 += n;
+                                    if copies {
+                                        remote_served.0 += u64::from(n > 0);
+                                        remote_served.1 += n;
+                                    }
                                 }
                                 RemoteOutcome::Pending => {
                                     remote_pending = true;
@@ -679,7 +767,7 @@ impl PendingFetch {
                         readable.push(part);
                         datas.push(data);
                         continue;
-                    } else if t.fetch_offset < start || t.fetch_offset > leo {
+                    } else if at < start || at > leo {
                         data.error_code = code::OFFSET_OUT_OF_RANGE;
                         data.aborted_transactions = None;
                         errors = true;
@@ -692,8 +780,8 @@ impl PendingFetch {
                                 part.name()
                             ),
                         ));
-                    } else if t.fetch_offset < upper && !(budget == 0 && total > 0) {
-                        match lg.read(t.fetch_offset, budget, Some(upper), total == 0) {
+                    } else if at < upper && !(budget == 0 && total > 0) {
+                        match lg.read(at, budget, Some(upper), total == 0) {
                             Ok(Some(region)) if region.length > 0 => {
                                 total += region.length;
                                 served.push((Arc::clone(&part), region.length));
@@ -701,13 +789,12 @@ impl PendingFetch {
                                     // only the aborts overlapping the returned batches (up to the
                                     // LSO if the segment went away meanwhile)
                                     let end = lg.offset_after(&region).ok().flatten().map_or(upper, |e| e.min(upper));
-                                    data.aborted_transactions =
-                                        Some(aborted_of(lg.aborted_transactions(t.fetch_offset, end)));
+                                    data.aborted_transactions = Some(aborted_of(lg.aborted_transactions(at, end)));
                                 }
                                 data.records = Some(Records::File(region));
                             }
                             Ok(_) => {}
-                            Err(LogError::OffsetOutOfRange { .. }) if lg.log_start_offset() > t.fetch_offset => {
+                            Err(LogError::OffsetOutOfRange { .. }) if lg.log_start_offset() > at => {
                                 log_start_moved = true; // no records now; read again (`raced`)
                             }
                             Err(e) => {
@@ -741,7 +828,7 @@ impl PendingFetch {
         if remote_pending && !self.remote_waited {
             // a remote read waits up to remote.fetch.max.wait.ms, whatever the fetch's max wait
             self.remote_waited = true;
-            let wait = table.remote_reader().map_or(Duration::ZERO, |rd| rd.fetch_max_wait);
+            let wait = table.remote_reader().map_or(TABLE_READ_WAIT, |rd| rd.fetch_max_wait);
             self.deadline = self.deadline.max(now + wait);
         }
         let wait_remote = remote_pending && !errors && !expired && now < self.deadline;

@@ -52,6 +52,10 @@ use crate::log::{Log, OffsetsListener};
 use crate::protocol::Uuid;
 use crate::remote::cache::ReadWaiter;
 use crate::remote::{RemoteLogView, RemoteReader};
+use crate::table::tier_reader::{TableReader, TableTierView};
+
+/// Bytes of table windows cached for fetches below the local log start (the table as the tier).
+pub const TABLE_TIER_CACHE_BYTES: u64 = 64 << 20;
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
@@ -235,6 +239,12 @@ pub struct Partition {
     pub remote_reader: Option<Arc<RemoteReader>>,
     /// Remote loads this partition's fetches waited for that have finished (see `remote_read_done`).
     remote_loads: std::sync::atomic::AtomicU64,
+    /// The table as the tier (`iceberg.enable` with `remote.storage.enable`): the table's data
+    /// files of this partition a fetch below the local log start reads (set by the control
+    /// plane on the leader); `None` otherwise.
+    table_tier: RwLock<Option<Arc<TableTierView>>>,
+    /// The broker's reader of table data files (table/tier_reader.rs).
+    pub table_reader: Arc<TableReader>,
 }
 
 impl ReadWaiter for Partition {
@@ -264,13 +274,29 @@ impl Partition {
         self.wake_hw_waiters();
     }
 
+    /// The table's data files of this partition (the table as the tier), if set.
+    pub fn table_tier(&self) -> Option<Arc<TableTierView>> {
+        self.table_tier.read().unwrap_or_else(PoisonError::into_inner).clone()
+    }
+
+    /// Replaces the table's data files a fetch below the local log start reads (`None`: the
+    /// table is not the tier); parked fetches read again.
+    pub fn set_table_tier(&self, view: Option<TableTierView>) {
+        *self.table_tier.write().unwrap_or_else(PoisonError::into_inner) = view.map(Arc::new);
+        self.wake_hw_waiters();
+    }
+
     /// The first offset a consumer may fetch: the remote log start when tiered segments
-    /// reach below the local one.
+    /// reach below the local one, or the table's first offset when the table is the tier.
     pub fn log_start_offset(&self) -> i64 {
         let local = self.log.log_start_offset();
-        match self.remote() {
+        let start = match self.remote() {
             Some(r) if !r.segments.is_empty() => r.log_start_offset.min(local),
             _ => local,
+        };
+        match self.table_tier().map(|t| t.log_start_offset()) {
+            Some(t) if t >= 0 => t.min(start),
+            _ => start,
         }
     }
 
@@ -631,6 +657,8 @@ pub struct PartitionTable {
     schema_ids: Arc<super::schema_ids::SchemaIds>,
     /// Tiered storage's reader (`remote.log.storage.system.enable`), once the broker opened its store.
     remote_reader: OnceLock<Arc<RemoteReader>>,
+    /// The reader of tables' data files (the table as the tier).
+    table_reader: Arc<TableReader>,
 }
 
 impl Default for PartitionTable {
@@ -652,6 +680,7 @@ impl PartitionTable {
             client_quotas: Arc::default(),
             schema_ids: Arc::default(),
             remote_reader: OnceLock::new(),
+            table_reader: Arc::new(TableReader::new(TABLE_TIER_CACHE_BYTES)),
         }
     }
 
@@ -662,6 +691,10 @@ impl PartitionTable {
 
     pub fn remote_reader(&self) -> Option<&Arc<RemoteReader>> {
         self.remote_reader.get()
+    }
+
+    pub fn table_reader(&self) -> &Arc<TableReader> {
+        &self.table_reader
     }
 
     pub fn schema_ids(&self) -> &Arc<super::schema_ids::SchemaIds> {
@@ -702,6 +735,8 @@ impl PartitionTable {
             remote: RwLock::new(None),
             remote_reader: self.remote_reader.get().cloned(),
             remote_loads: std::sync::atomic::AtomicU64::new(0),
+            table_tier: RwLock::new(None),
+            table_reader: Arc::clone(&self.table_reader),
         });
         let listener: Weak<dyn OffsetsListener> = Arc::downgrade(&p) as Weak<dyn OffsetsListener>;
         p.log.set_offsets_listener(listener);

@@ -4,8 +4,10 @@
 //!
 //! Partitioning is one pass with no copy: each decoded stretch of log is cut into runs of
 //! rows of the same day (a topic's timestamps mostly rise, so runs are long) and each run,
-//! an Arrow slice, goes to its day's open file. Files stay open across the partitions of a
-//! commit, so a commit writes one file per day it touches, not one per partition.
+//! an Arrow slice, goes to its day's open file. A file holds one Kafka partition: the files
+//! of a partition are closed before the next partition's records are written, so each file's
+//! offset bounds are that partition's alone (what a Fetch answered from the table searches,
+//! table/tier_reader.rs) and a partition's rows in a file are in offset order.
 //!
 //! Files (Iceberg's layout, what pyiceberg names):
 //!
@@ -21,7 +23,7 @@ use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use arrow_array::{Array, RecordBatch, TimestampMicrosecondArray};
+use arrow_array::{Array, Int64Array, RecordBatch, TimestampMicrosecondArray};
 use arrow_schema::{DataType, SchemaRef};
 use parquet::arrow::ArrowWriter;
 use parquet::basic::{Compression, Encoding, GzipLevel, ZstdLevel};
@@ -113,6 +115,10 @@ pub struct WrittenFile {
     pub path: String,
     /// Days since 1970-01-01 of its rows' timestamps.
     pub day: i32,
+    /// The Kafka partition of its rows, and their first and last offsets.
+    pub partition: i32,
+    pub min_offset: i64,
+    pub max_offset: i64,
     pub rows: u64,
     pub bytes: u64,
     /// The file, when the location is object storage.
@@ -123,6 +129,9 @@ struct OpenFile {
     writer: ArrowWriter<Sink>,
     path: String,
     rows: u64,
+    partition: i32,
+    min_offset: i64,
+    max_offset: i64,
 }
 
 /// What reading one partition's log wrote.
@@ -149,6 +158,9 @@ pub struct ValueDecoding {
 pub struct DataFiles {
     schema: SchemaRef,
     timestamp_column: usize,
+    offset_column: usize,
+    /// The Kafka partition the open files hold.
+    partition: i32,
     settings: FileSettings,
     props: WriterProperties,
     location: Location,
@@ -171,6 +183,8 @@ impl DataFiles {
         let timestamp_column = schema
             .index_of("timestamp")
             .map_err(|_| TableError::Config("the table has no timestamp column to partition by".into()))?;
+        let offset_column =
+            schema.index_of("offset").map_err(|_| TableError::Config("the table has no offset column".into()))?;
         let mut props = WriterProperties::builder()
             .set_compression(settings.compression)
             .set_created_by(format!("logbroker {}", env!("CARGO_PKG_VERSION")));
@@ -193,6 +207,8 @@ impl DataFiles {
         Ok(DataFiles {
             schema,
             timestamp_column,
+            offset_column,
+            partition: -1,
             settings,
             props,
             location,
@@ -210,11 +226,7 @@ impl DataFiles {
     /// `max_bytes` of log (at a batch boundary).
     pub fn write_log(&mut self, log: &Log, start: i64, end: i64, max_bytes: u64) -> Result<LogWrite> {
         let (topic, partition) = (log.topic().to_owned(), log.partition());
-        let aborted: Vec<AbortedTxn> = log
-            .aborted_transactions(start, end)
-            .into_iter()
-            .map(|a| AbortedTxn { producer_id: a.producer_id, first_offset: a.first_offset })
-            .collect();
+        self.start_partition(partition)?;
         let mut out = LogWrite { next_offset: start, ..LogWrite::default() };
         let mut bytes = Vec::new();
         while out.next_offset < end && out.read_bytes < max_bytes {
@@ -223,6 +235,14 @@ impl DataFiles {
             let Some(region) = log.read(position, want, Some(end), true)? else { break };
             region.read_into(&mut bytes)?;
             out.read_bytes += bytes.len() as u64;
+            // the aborted transactions still open at this stretch's start, as a fetch from
+            // there lists them: one whose ABORT marker an earlier stretch held must not make
+            // its producer's later transactions look aborted
+            let aborted: Vec<AbortedTxn> = log
+                .aborted_transactions(position, end)
+                .into_iter()
+                .map(|a| AbortedTxn { producer_id: a.producer_id, first_offset: a.first_offset })
+                .collect();
             let columns = columnar::decode_columns(&bytes, position, end, true, Some(&aborted))?;
             if columns.next_offset <= position {
                 return Err(TableError::Columns {
@@ -278,7 +298,28 @@ impl DataFiles {
         Ok(out)
     }
 
-    /// Writes `batch` (the table's schema) into the files of its rows' days.
+    /// The rows written next are of Kafka partition `partition`: the files of another one
+    /// are closed first.
+    pub fn start_partition(&mut self, partition: i32) -> Result<()> {
+        if partition != self.partition {
+            self.finish_open()?;
+            self.partition = partition;
+        }
+        Ok(())
+    }
+
+    fn finish_open(&mut self) -> Result<()> {
+        let mut open: Vec<(i32, OpenFile)> = self.open.drain().collect();
+        open.sort_by_key(|(day, _)| *day);
+        for (day, f) in open {
+            let written = finish(f, day)?;
+            self.done.push(written);
+        }
+        Ok(())
+    }
+
+    /// Writes `batch` (the table's schema, rows of the partition of `start_partition`, in
+    /// offset order) into the files of its rows' days.
     pub fn write_batch(&mut self, batch: &RecordBatch) -> Result<()> {
         let ts = batch
             .column(self.timestamp_column)
@@ -314,6 +355,14 @@ impl DataFiles {
             reason: e.to_string(),
         };
         f.writer.write(rows).map_err(|e| failed(e, &f.path))?;
+        if let Some(offsets) = rows.column(self.offset_column).as_any().downcast_ref::<Int64Array>() {
+            if !offsets.is_empty() {
+                if f.rows == 0 {
+                    f.min_offset = offsets.value(0);
+                }
+                f.max_offset = offsets.value(offsets.len() - 1);
+            }
+        }
         f.rows += rows.num_rows() as u64;
         if f.writer.in_progress_size() >= self.settings.row_group_bytes {
             f.writer.flush().map_err(|e| failed(e, &f.path))?;
@@ -342,17 +391,12 @@ impl DataFiles {
         };
         let writer = ArrowWriter::try_new(sink, Arc::clone(&self.schema), Some(self.props.clone()))
             .map_err(|e| TableError::Write { path: path.clone(), reason: e.to_string() })?;
-        Ok(OpenFile { writer, path, rows: 0 })
+        Ok(OpenFile { writer, path, rows: 0, partition: self.partition, min_offset: -1, max_offset: -1 })
     }
 
     /// Closes every open file: the commit's files, in the order written.
     pub fn close(mut self) -> Result<Vec<WrittenFile>> {
-        let mut open: Vec<(i32, OpenFile)> = self.open.drain().collect();
-        open.sort_by_key(|(day, _)| *day);
-        for (day, f) in open {
-            let written = finish(f, day)?;
-            self.done.push(written);
-        }
+        self.finish_open()?;
         Ok(std::mem::take(&mut self.done))
     }
 
@@ -375,7 +419,16 @@ fn finish(f: OpenFile, day: i32) -> Result<WrittenFile> {
         }
         Sink::Memory(v) => (v.len() as u64, Some(v)),
     };
-    Ok(WrittenFile { path: f.path, day, rows: f.rows, bytes, contents })
+    Ok(WrittenFile {
+        path: f.path,
+        day,
+        partition: f.partition,
+        min_offset: f.min_offset,
+        max_offset: f.max_offset,
+        rows: f.rows,
+        bytes,
+        contents,
+    })
 }
 
 /// Days since 1970-01-01 of a timestamp in microseconds (floor, for times before 1970 too).

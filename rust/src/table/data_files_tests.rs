@@ -16,7 +16,7 @@ use crate::builder::{BatchBuilder, Rec};
 use crate::config::LogConfig;
 use crate::log::Log;
 
-const DAY_MS: i64 = 86_400_000;
+pub(super) const DAY_MS: i64 = 86_400_000;
 
 /// offset -> (key, value, timestamp µs, header count)
 type Rows = BTreeMap<i64, (Option<Vec<u8>>, Vec<u8>, i64, usize)>;
@@ -26,7 +26,7 @@ fn field(name: &str, dt: DataType, id: i32) -> Field {
 }
 
 /// The table schema of python/logbroker/iceberg/table_schema.py, as pyiceberg gives it to pyarrow.
-fn kafka_schema() -> SchemaRef {
+pub(super) fn kafka_schema() -> SchemaRef {
     let header = Fields::from(vec![field("key", DataType::Utf8, 10), field("value", DataType::Binary, 11)]);
     Arc::new(Schema::new(vec![
         field("key", DataType::Binary, 1),
@@ -40,22 +40,22 @@ fn kafka_schema() -> SchemaRef {
     ]))
 }
 
-fn local(dir: &std::path::Path) -> Location {
+pub(super) fn local(dir: &std::path::Path) -> Location {
     data_files::location(&format!("file://{}", dir.display()))
 }
 
-fn settings(target_file_bytes: usize) -> FileSettings {
+pub(super) fn settings(target_file_bytes: usize) -> FileSettings {
     FileSettings { compression: Compression::ZSTD(ZstdLevel::default()), row_group_bytes: 1 << 20, target_file_bytes }
 }
 
-fn open_log(dir: &std::path::Path) -> Log {
+pub(super) fn open_log(dir: &std::path::Path) -> Log {
     let config = LogConfig { segment_bytes: 64 << 10, index_interval_bytes: 256, ..LogConfig::default() };
     Log::open(&dir.join("t-0"), "t", 0, config, None, 0).unwrap()
 }
 
 /// Appends `n` records at `ts_ms` (values `v<offset>`, every third key null, one header),
 /// transactional for `pid`; returns the base offset.
-fn append(log: &Log, n: usize, ts_ms: i64, pid: Option<i64>) -> i64 {
+pub(super) fn append(log: &Log, n: usize, ts_ms: i64, pid: Option<i64>) -> i64 {
     let base = log.log_end_offset();
     let recs = (0..n).map(|i| {
         let o = base + i as i64;
@@ -75,7 +75,7 @@ fn append(log: &Log, n: usize, ts_ms: i64, pid: Option<i64>) -> i64 {
     base
 }
 
-fn end_txn(log: &Log, pid: i64, commit: bool) {
+pub(super) fn end_txn(log: &Log, pid: i64, commit: bool) {
     log.append_end_txn_marker(pid, 0, EndTxnMarker { commit, coordinator_epoch: 0 }, 0, 0).unwrap();
     log.update_high_watermark(log.log_end_offset());
 }
@@ -257,4 +257,37 @@ fn days_and_codecs() {
     assert_eq!(local_dir("file:///w/t/data").unwrap(), std::path::Path::new("/w/t/data"));
     assert_eq!(local_dir("/w/t/data").unwrap(), std::path::Path::new("/w/t/data"));
     assert!(local_dir("s3://b/t/data").is_none());
+}
+
+#[test]
+fn a_producers_transaction_after_an_aborted_one_in_an_earlier_segment_is_written() {
+    // Reads go segment by segment: the ABORT marker and the producer's next (committed)
+    // transaction are read in different stretches.
+    let dir = tempfile::tempdir().unwrap();
+    let config = LogConfig { segment_bytes: 1024, index_interval_bytes: 256, ..LogConfig::default() };
+    let log = Log::open(&dir.path().join("t-0"), "t", 0, config, None, 0).unwrap();
+    append(&log, 5, 1_000, Some(9)); // 0..4, aborted
+    end_txn(&log, 9, false); // 5
+    for _ in 0..40 {
+        append(&log, 5, 1_000, None); // 6..205: several segments
+    }
+    // the producer's next transaction (sequence 5 on: a batch at sequence 0 again would be a duplicate)
+    let later = log.log_end_offset();
+    let recs = (later..later + 5).map(|o| {
+        let mut r = Rec::kv(format!("k{o}").as_bytes(), format!("v{o}").as_bytes()).header(b"h", Some(b"x"));
+        if o % 3 == 0 {
+            r.key = None;
+        }
+        r
+    });
+    let b = BatchBuilder::new().base_timestamp(1_000).records(recs).producer(9, 0, 5).transactional(true);
+    log.append_as_leader(b.build(), 0, 1_000).unwrap();
+    end_txn(&log, 9, true);
+    assert!(log.segment_count() > 3, "{} segments", log.segment_count());
+    let end = log.last_stable_offset();
+    let mut files =
+        DataFiles::new(kafka_schema(), settings(1 << 30), local(&dir.path().join("data")), "c".into(), None).unwrap();
+    files.write_log(&log, 0, end, u64::MAX).unwrap();
+    let got = read_back(&files.close().unwrap());
+    assert_eq!(got, model((6..206).chain(later..later + 5).map(|o| (o, 1_000))));
 }

@@ -6,12 +6,18 @@
 //! arrays without a copy of the record bytes (`record_arrays`), and Parquet files are
 //! written one per day partition (`data_files`). Python then reads each file's footer for
 //! the table's statistics and commits the files with the table's new position.
+//!
+//! When the table is the topic's tier (`remote.storage.enable`), a Fetch below the local log
+//! start reads the data files back as record batches (`tier_reader`).
 pub mod data_files;
 pub mod error;
 pub mod record_arrays;
+pub mod tier_reader;
 
 pub use data_files::{DataFiles, FileSettings, Location, LogWrite, ValueDecoding, WrittenFile};
 pub use error::TableError;
 
 #[cfg(test)]
 mod data_files_tests;
+#[cfg(test)]
+mod tier_reader_tests;

@@ -1,0 +1,167 @@
+"""The table as the tier: an Iceberg topic with `remote.storage.enable=true` keeps its history
+once, in its table. What the data path is told so a consumer's Fetch below the local log
+start is answered from the table's data files (rust/src/table/tier_reader.rs), and when the
+leader may delete local segments.
+
+For each partition it leads, the leader keeps the partition's data files (first and last
+offset of the partition in each, from Iceberg's column bounds, and the file's local path) and
+hands them to the data path (`ReplicaPartition.set_table_tier`):
+- after a commit of its own, the files it just added are appended (the writer knows their
+  offsets: a data file holds one partition, rust/src/table/data_files.rs);
+- on its first commit as leader, or when the table changed under it in a way that may
+  replace this partition's files (a snapshot that is not an append: compaction's overwrite,
+  a user's delete; or a position of its partitions it did not write: another writer), the
+  list is read again from the table (a scan planned on `partition = p`, which reads the
+  manifests: O(table), once per leadership and per such change).
+Only then does it tell the log the table holds everything below its position
+(`Log.highest_remote_offset`), which lets retention delete local segments past
+`local.retention.ms`/`local.retention.bytes` (broker/replica_manager.py); until the view is
+set nothing is deleted.
+
+The data path reads local files: a warehouse on the local file system (or a shared one).
+With an object-store warehouse the partition keeps its segments (logged once per topic).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import struct
+import uuid
+
+from logbroker.iceberg.table_offsets import OFFSETS, TOPIC_ID, table_ident
+
+log = logging.getLogger("logbroker.iceberg")
+
+OFFSET_FIELD_ID = 5  # table_schema.py
+UNBOUNDED = (-1, (1 << 62))  # a file without offset bounds: read it for any offset
+
+
+def local_path(location: str) -> str | None:
+    """The local path of a data file's location; None when it is not on a file system."""
+    if location.startswith("file://"):
+        return location[len("file://") :]
+    if location.startswith("file:"):
+        return location[len("file:") :]
+    return None if "://" in location else location
+
+
+def partition_files(table, partition: int) -> list[tuple[int, int, str]] | None:
+    """The data files of `partition` in the table's current snapshot, as `(first offset, last
+    offset, local path)`; None when a file is not local."""
+    from pyiceberg.expressions import EqualTo
+
+    out = []
+    for task in table.scan(row_filter=EqualTo("partition", partition)).plan_files():
+        f = task.file
+        path = local_path(f.file_path)
+        if path is None:
+            return None
+        lo, hi = (f.lower_bounds or {}).get(OFFSET_FIELD_ID), (f.upper_bounds or {}).get(OFFSET_FIELD_ID)
+        bounds = (struct.unpack("<q", lo)[0], struct.unpack("<q", hi)[0]) if lo and hi else UNBOUNDED
+        out.append((bounds[0], bounds[1], path))
+    return out
+
+
+def changed_under(table, base: int | None, since: int | None, known: dict[int, int], topic_id: str) -> bool:
+    """Whether the table may have replaced or added files of `known`'s partitions between
+    snapshot `since` (the last this node checked or made) and `base` (the one its commit
+    read): a snapshot between them that is not an append, a position of those partitions
+    other than the one this node wrote (`known`), or history that no longer reaches `since`."""
+    if base == since:
+        return False
+    if base is None or since is None:
+        return True
+    snapshot = table.snapshot_by_id(base)
+    props = snapshot.summary.additional_properties if snapshot is not None and snapshot.summary is not None else {}
+    try:
+        offsets = {int(p): int(o) for p, o in json.loads(props[OFFSETS]).items()}
+    except (KeyError, ValueError, TypeError, AttributeError):
+        return True
+    if props.get(TOPIC_ID) != topic_id or any(offsets.get(p) != o for p, o in known.items()):
+        return True
+    while snapshot is not None and snapshot.snapshot_id != since:
+        op = snapshot.summary.operation.value if snapshot.summary is not None else "unknown"
+        if op != "append":
+            return True
+        parent = snapshot.parent_snapshot_id
+        snapshot = table.snapshot_by_id(parent) if parent is not None else None
+    return snapshot is None
+
+
+class TableTier:
+    """The views of the partitions this node leads of table-tier topics (one per broker;
+    used from the commit thread)."""
+
+    def __init__(self) -> None:
+        # (topic id, partition) -> its data files as the data path has them
+        self.views: dict[tuple[uuid.UUID, int], list[tuple[int, int, str]]] = {}
+        # (topic id, partition) -> the table's position of it after this node's last commit
+        self.known: dict[tuple[uuid.UUID, int], int] = {}
+        self.snapshots: dict[str, int | None] = {}  # topic -> the snapshot last checked or made
+        self._remote_warned: set[str] = set()
+
+    def after_commit(self, topic: str, topic_id: str, parts: list, outcome) -> None:
+        """After one commit round of `parts` (the led partitions of a table-tier topic): bring
+        their views up to date and tell their logs what the table holds."""
+        table = outcome.loaded
+        if table is None or not parts:
+            return
+        led = {(p.topic_id, p.index) for p in parts}
+        for key in [k for k in self.views if k[0] == parts[0].topic_id and k not in led]:
+            self.views.pop(key, None)
+            self.known.pop(key, None)
+        if outcome.lost_race:
+            self.snapshots.pop(topic, None)  # the winner's files are not in `table`: read again next round
+            return
+        known = {p.index: self.known[(p.topic_id, p.index)] for p in parts if (p.topic_id, p.index) in self.known}
+        rebuild = any(k not in self.views for k in led) or changed_under(
+            table, outcome.base_snapshot_id, self.snapshots.get(topic), known, topic_id
+        )
+        added: dict[int, list[tuple[int, int, str]]] = {}
+        for f in outcome.files:
+            path = local_path(f["path"])
+            if path is None:
+                self._warn_remote(topic, table)
+                return
+            if f["rows"] > 0:
+                added.setdefault(f["partition"], []).append((f["min_offset"], f["max_offset"], path))
+        for p in parts:
+            key = (p.topic_id, p.index)
+            if rebuild:
+                files = partition_files(table, p.index)
+                if files is None:
+                    self._warn_remote(topic, table)
+                    return
+                self.views[key] = files
+            else:
+                self.views[key].extend(added.get(p.index, []))
+            p.core.set_table_tier(self.views[key])
+            held = outcome.positions.get(p.index)
+            if held is not None:
+                self.known[key] = held
+                p.log.highest_remote_offset = held - 1
+        snapshot = table.current_snapshot()
+        self.snapshots[topic] = snapshot.snapshot_id if snapshot is not None else None
+        if rebuild:
+            log.info(
+                "table %s: %s partitions %s are read below their local log start from %d data file(s)",
+                table_ident(table),
+                topic,
+                sorted(p.index for p in parts),
+                sum(len(self.views[k]) for k in led),
+                extra={"topic": topic},
+            )
+
+    def _warn_remote(self, topic: str, table) -> None:
+        if topic not in self._remote_warned:
+            self._remote_warned.add(topic)
+            log.warning(
+                "table %s at %s: topic %s has remote.storage.enable=true, but its data files are not on a "
+                "local or shared file system, which the table as the tier needs for now; its segments stay "
+                "in the log",
+                table_ident(table),
+                table.location(),
+                topic,
+                extra={"topic": topic},
+            )
