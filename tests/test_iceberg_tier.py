@@ -160,6 +160,28 @@ def produce(bs: str, topic: str, partitions: int, n: int, txn_at: int) -> tuple[
     return model, aborted, txn_last
 
 
+def produce_plain(bs: str, topic: str, n: int, tag: str) -> dict:
+    """n records of `record` to partition 0 (acks=all); the model of what was acknowledged."""
+    from confluent_kafka import Producer
+
+    base_ms = int(time.time() * 1000)
+    model: dict[tuple[int, int], Row] = {}
+    producer = Producer({"bootstrap.servers": bs, "linger.ms": 5, "acks": "all", "batch.size": 16384})
+    for i in range(n):
+        key, value, headers, ts = record(i, tag, base_ms)
+
+        def delivered(err, msg, row=(key, value, headers, ts)) -> None:
+            assert err is None, err
+            model[(msg.partition(), msg.offset())] = (msg.partition(), msg.offset(), "CreateTime", row[3], *row[:3])
+
+        producer.produce(
+            topic, value=value, key=key, partition=0, timestamp=ts, headers=list(headers) or None, on_delivery=delivered
+        )
+        producer.poll(0)
+    assert producer.flush(30) == 0
+    return model
+
+
 def offsets(bs: str, topic: str, partition: int, spec: str) -> int:
     """ListOffsets: earliest (-2), earliest_local (-4), latest (-1)."""
     with Admin(bs) as admin:
@@ -391,3 +413,55 @@ def test_read_uncommitted_from_the_table_has_no_aborted_records(broker_process) 
                 )
     assert not {(r[0], r[1]) for r in rows} & aborted, "read_uncommitted read aborted records from the table"
     check(rows, model, "logbroker's client, read_uncommitted from offset 0 after the local deletion")
+
+
+@pytest.mark.timeout(240)
+def test_a_compaction_by_another_writer_is_followed(broker_process, monkeypatch) -> None:
+    """Another writer (here the test, with pyiceberg) compacts the table's files and their
+    old files are deleted, as snapshot expiry does: at its next commit round the broker reads
+    the partition's files again from the table, and a read from offset 0 below the local log
+    start gets every record from the compacted file."""
+    from pyiceberg.catalog.sql import SqlCatalog
+
+    from logbroker.iceberg import table_maintenance
+
+    bp = broker_process(extra=BROKER_SETTINGS)
+    bs, topic = bp.bootstrap_servers, "tierc"
+    with Admin(bs) as admin:
+        admin.create_topics([NewTopic(topic, 1, 1, dict(TOPIC_CONFIG))])
+    base = bp.data_dir / "__iceberg"
+
+    def load_table():
+        catalog = SqlCatalog(
+            "logbroker", uri=f"sqlite:///{base / 'catalog.db'}", warehouse=(base / "warehouse").as_uri()
+        )
+        return catalog.load_table(f"logbroker.{topic}")
+
+    def rows_in_table() -> int:
+        try:
+            return sum(t.file.record_count for t in load_table().scan().plan_files())
+        except Exception:  # no catalog or table yet: the broker creates them at its first commit
+            return -1
+
+    model: dict = {}
+    for round_ in range(4):  # a commit each: four files of partition 0 at least
+        model.update(produce_plain(bs, topic, 500, f"round{round_}"))
+        wait_until(lambda: rows_in_table() == len(model), timeout=30, what=f"round {round_}'s records in the table")
+    last = max(o for _, o in model)
+    with Admin(bs) as admin:
+        admin.alter_configs({("topic", topic): {"local.retention.bytes": "1"}})
+    tiered_past(bs, topic, bp.data_dir, {0: last // 2})
+
+    table = load_table()
+    before = {t.file.file_path for t in table.scan().plan_files()}
+    monkeypatch.setattr(table_maintenance, "MIN_SMALL_FILES", 2)
+    done = table_maintenance.compact_small_files(table)
+    assert done is not None and done.files_after < done.files_before, done
+    after = {t.file.file_path for t in table.refresh().scan().plan_files()}
+    replaced = before - after
+    assert replaced, (before, after)
+    for path in replaced:  # what expiry deletes once the compaction's snapshot is old enough
+        Path(path.removeprefix("file://")).unlink()
+
+    rows = rdkafka_read(bs, topic, {0: 0}, reached({0: last}))
+    check(rows, model, "confluent-kafka from offset 0 after a compaction by another writer")

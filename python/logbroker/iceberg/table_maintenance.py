@@ -1,10 +1,11 @@
 """Upkeep of an Iceberg topic's table: small files compacted, old snapshots expired. Run by
 the node that leads partition 0 of the topic, after its commits (blocking: in a thread).
 
-Compaction. Every commit adds at least one data file per day partition it touches, so a
-table committed every few seconds gathers many small files. When one day partition of the
-table has MIN_SMALL_FILES files under SMALL_FILE_BYTES, up to MAX_REWRITE_BYTES of them are
-read, sorted by (partition, offset), written again as few files, and swapped in by one
+Compaction. Every commit adds at least one data file per Kafka partition and day partition
+it touches, so a table committed every few seconds gathers many small files. When one day
+partition of the table has MIN_SMALL_FILES files of one Kafka partition under
+SMALL_FILE_BYTES, up to MAX_REWRITE_BYTES of them are read, sorted by offset, written again
+as few files (each still of one Kafka partition), and swapped in by one
 overwrite snapshot that deletes the old files and adds the new (rows unchanged, so readers
 see the same table). That snapshot carries the table's position forward unchanged
 (logbroker/iceberg/table_offsets.py), and is conditional on the snapshot it read, like every
@@ -33,6 +34,7 @@ from logbroker.iceberg.table_offsets import read_position, table_ident
 
 log = logging.getLogger("logbroker.iceberg")
 
+PARTITION_FIELD_ID = 4  # table_schema.py
 SMALL_FILE_BYTES = 16 << 20
 MIN_SMALL_FILES = 16
 MAX_REWRITE_BYTES = 256 << 20
@@ -48,13 +50,23 @@ class Compaction:
 
 
 def small_file_groups(table) -> list[list]:
-    """FileScanTasks of small files, grouped by partition, largest groups first."""
+    """FileScanTasks of small files, grouped by table partition and Kafka partition (a data
+    file holds one Kafka partition, which the table as the tier relies on:
+    logbroker/iceberg/table_tier.py), largest groups first."""
     groups: dict[tuple, list] = {}
     for task in table.scan().plan_files():
         f = task.file
         if f.file_size_in_bytes < SMALL_FILE_BYTES and not task.delete_files:
-            groups.setdefault((f.spec_id, repr(f.partition)), []).append(task)
+            groups.setdefault((f.spec_id, repr(f.partition), kafka_partition(f)), []).append(task)
     return sorted(groups.values(), key=len, reverse=True)
+
+
+def kafka_partition(data_file) -> int | None:
+    """The Kafka partition of a data file's rows, from its column bounds; None when they span
+    several (a file an older broker compacted) or are not kept."""
+    lo = (data_file.lower_bounds or {}).get(PARTITION_FIELD_ID)
+    hi = (data_file.upper_bounds or {}).get(PARTITION_FIELD_ID)
+    return int.from_bytes(lo, "little", signed=True) if lo is not None and lo == hi else None
 
 
 def compact_small_files(table) -> Compaction | None:
