@@ -30,8 +30,10 @@
 //! # Threads and the cache
 //! Reads block (files, decoding): they run on the reader's own threads. A fetch whose
 //! window is not cached starts its read and parks, as for remote segments (the partition is
-//! its `ReadWaiter`); the window's batches are cached by (partition, offset), and a hit reads
-//! the window after it ahead, so a consumer reading on finds its next fetch's bytes there.
+//! its `ReadWaiter`); the window's batches are cached by (partition, offset). A fetch takes
+//! the batches its budget allows, and the rest of the window is cached under the offset
+//! after them; a hit reads the window after it ahead, so a consumer reading on finds its next
+//! fetch's bytes there.
 //! The network threads never touch a file.
 
 use std::collections::HashMap;
@@ -48,8 +50,10 @@ use arrow_schema::{DataType, TimeUnit};
 use bytes::Bytes;
 use parquet::arrow::arrow_reader::{
     ArrowPredicateFn, ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder, RowFilter,
+    RowSelection, RowSelector,
 };
 use parquet::arrow::ProjectionMask;
+use parquet::file::page_index::column_index::ColumnIndexMetaData;
 use parquet::file::statistics::Statistics;
 
 use crate::batch::{BatchHeader, ATTRIBUTES_AT, CRC_AT, HEADER_LEN, TIMESTAMP_TYPE_BIT};
@@ -58,8 +62,10 @@ use crate::varint::{write_varint, write_varlong};
 
 /// A batch is closed once its records reach this many bytes.
 pub const BATCH_BYTES: usize = 256 << 10;
-/// A window holds at least this much (a small fetch budget still reads a useful window).
-pub const MIN_WINDOW_BYTES: u64 = 256 << 10;
+/// A window holds at least this much: a fetch takes what its budget allows and the rest is
+/// cached for the fetch that goes on from there (fewer, longer reads: a page of the file is
+/// decompressed once per window that touches it).
+pub const MIN_WINDOW_BYTES: u64 = 4 << 20;
 /// Reader threads.
 const THREADS: usize = 2;
 /// Footers (with their page indexes) kept.
@@ -218,7 +224,12 @@ impl TableReader {
                 if let Some(next) = next_offset(&b) {
                     self.read_ahead(part, next, budget);
                 }
-                TierRead::Ready(trim(&b, budget, min_one))
+                let served = trim(&b, budget, min_one);
+                if let (true, Some(next)) = (served.len() < b.len(), next_offset(&served)) {
+                    // the rest of the window (the same buffer) for the fetch that goes on from here
+                    self.cache.fill(&window_key(&part.name, next), Ok(b.slice(served.len()..)));
+                }
+                TierRead::Ready(served)
             }
             Lookup::Loading => TierRead::Pending,
             Lookup::Failed(why) => {
@@ -377,7 +388,13 @@ impl TableReader {
                 .map(|(o, p)| Some(o.is_some_and(|o| o >= lo && o <= hi) && p == Some(partition)))
                 .collect::<BooleanArray>())
         });
-        let reader = ParquetRecordBatchReaderBuilder::new_with_metadata(file, meta)
+        let pages = page_selection(pq, &groups, offset_leaf, lo, hi, limit);
+        let cut = pages.as_ref().is_some_and(|(_, cut)| *cut);
+        let mut builder = ParquetRecordBatchReaderBuilder::new_with_metadata(file, meta);
+        if let Some((selection, _)) = pages {
+            builder = builder.with_row_selection(selection);
+        }
+        let reader = builder
             .with_row_groups(groups)
             .with_projection(projection)
             .with_row_filter(RowFilter::new(vec![Box::new(predicate)]))
@@ -392,8 +409,58 @@ impl TableReader {
             got += b.num_rows();
             batches.push(b);
         }
-        Ok((batches, got >= limit))
+        Ok((batches, cut || got >= limit))
     }
+}
+
+/// The pages of the offset column to read, from its page index: those whose offsets meet
+/// `[lo, hi]`, from the first on until about `limit` rows past it (a page's worth more, as
+/// the first may start below `lo`), as a selection over the rows of `groups`; and whether it
+/// stopped short of pages that meet the range (the window then ends at the last offset
+/// read). None without a page index, or when pages are not in offset order (then the row
+/// filter alone decides, over the whole row groups).
+fn page_selection(
+    pq: &parquet::file::metadata::ParquetMetaData,
+    groups: &[usize],
+    leaf: usize,
+    lo: i64,
+    hi: i64,
+    limit: usize,
+) -> Option<(RowSelection, bool)> {
+    let (columns, offsets) = (pq.column_index()?, pq.offset_index()?);
+    let mut out: Vec<RowSelector> = Vec::new();
+    let mut push = |select: bool, n: usize| {
+        if n > 0 {
+            out.push(if select { RowSelector::select(n) } else { RowSelector::skip(n) });
+        }
+    };
+    let (mut picked, mut first_page, mut cut, mut top) = (0usize, None::<usize>, false, i64::MIN);
+    for &g in groups {
+        let rows = usize::try_from(pq.row_group(g).num_rows()).ok()?;
+        if cut {
+            push(false, rows);
+            continue;
+        }
+        let ColumnIndexMetaData::INT64(index) = columns.get(g)?.get(leaf)? else { return None };
+        let pages = offsets.get(g)?.get(leaf)?.page_locations();
+        for (j, page) in pages.iter().enumerate() {
+            let start = usize::try_from(page.first_row_index).ok()?;
+            let end = pages.get(j + 1).map_or(Some(rows), |p| usize::try_from(p.first_row_index).ok())?;
+            let (min, max) = (index.min_value(j).copied(), index.max_value(j).copied());
+            if min.is_some_and(|m| m < top) {
+                return None; // not in offset order
+            }
+            top = top.max(max.unwrap_or(top));
+            let meets = !cut && max.is_none_or(|m| m >= lo) && min.is_none_or(|m| m <= hi);
+            if meets {
+                picked += end - start;
+                let first = *first_page.get_or_insert(end - start);
+                cut = picked >= limit.saturating_add(first);
+            }
+            push(meets, end - start);
+        }
+    }
+    Some((RowSelection::from(out), cut))
 }
 
 fn window_key(name: &str, offset: i64) -> String {
