@@ -465,3 +465,63 @@ def test_a_compaction_by_another_writer_is_followed(broker_process, monkeypatch)
 
     rows = rdkafka_read(bs, topic, {0: 0}, reached({0: last}))
     check(rows, model, "confluent-kafka from offset 0 after a compaction by another writer")
+
+
+@pytest.mark.timeout(240)
+def test_a_new_leader_serves_the_history_from_the_table(tmp_path: Path) -> None:
+    """Three nodes sharing one catalog and warehouse, RF 3: once the local logs hold only the
+    last segments, the leader is killed; the new leader lists the table's files for the
+    partition (within a second, not at its next commit) and librdkafka reads every record from
+    offset 0, the history from the table."""
+    from logbroker import Cluster
+
+    base = tmp_path / "shared"
+    config = {
+        "iceberg.catalog.uri": f"sqlite:///{base / 'catalog.db'}",
+        "iceberg.warehouse": str(base / "warehouse"),
+        "iceberg.commit.interval.ms": 300,
+        "log.retention.check.interval.ms": 200,
+    }
+    topic = "hat"
+    with Cluster(3, data_dir=tmp_path / "c", config=config) as c:
+        bs = c.bootstrap_servers
+        with Admin(bs) as admin:
+            admin.create_topics(
+                [
+                    NewTopic(
+                        topic,
+                        1,
+                        3,
+                        {**TOPIC_CONFIG, "min.insync.replicas": "2", "local.retention.bytes": "1"},
+                    )
+                ]
+            )
+        model = produce_plain(bs, topic, 3000, "ha")
+        last = max(o for _, o in model)
+
+        def local_starts() -> list[int]:
+            """Each replica's first local segment (followers follow the leader's local log start)."""
+            out = []
+            for n in c.nodes:
+                names = (SEGMENT_FILE.fullmatch(f.name) for f in (Path(n.data_dir) / f"{topic}-0").iterdir())
+                out.append(min((int(m[1]) for m in names if m and m[2] == "log"), default=0))
+            return out
+
+        wait_until(
+            lambda: min(local_starts()) > last // 2,
+            timeout=60,
+            what=f"every replica's local log of {topic}-0 past offset {last // 2} (the table holding the rest)",
+        )
+        with Admin(bs) as admin:
+            leader = admin.describe_topics([topic])[topic].partitions[0].leader
+        c.node(leader).kill()
+
+        def new_leader() -> int | None:
+            with Admin(bs) as admin:
+                now = admin.describe_topics([topic])[topic].partitions[0].leader
+            return now if now not in (leader, -1) else None
+
+        wait_until(new_leader, timeout=60, what=f"a new leader of {topic}-0")
+        assert offsets(bs, topic, 0, "earliest_local") > 0, "the new leader's local log starts past offset 0 too"
+        rows = rdkafka_read(bs, topic, {0: 0}, reached({0: last}))
+        check(rows, model, "confluent-kafka from offset 0 at the new leader")

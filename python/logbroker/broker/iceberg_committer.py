@@ -166,6 +166,20 @@ class IcebergCommitter:
             self.maintain(topic, value_schemas)
         return outcome
 
+    def adopt_tier_views(self, topic: str, parts: list[Partition]) -> None:
+        """The table as the tier: views for led partitions that have none yet, from the table
+        (blocking; iceberg/table_tier.py)."""
+        parts = [p for p in parts if p.is_leader and not p.deleted]
+        if not parts:
+            return
+        try:
+            table = self.writer.table(topic)
+        except IcebergError:
+            raise
+        except Exception as e:  # pyiceberg, the catalog: name the table's topic
+            raise IcebergError(f"reading the table of topic {topic}: {type(e).__name__}: {e}") from None
+        self.tier.adopt(topic, topic_id_text(parts[0].topic_id), parts, table)
+
     def maintain(self, topic: str, value_schemas: list[ValueSchema] | None = None) -> None:
         """Compaction and expiry of the topic's table, when due (blocking)."""
         now = now_ms()

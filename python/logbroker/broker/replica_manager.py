@@ -48,6 +48,7 @@ from logbroker.clock import now_ms, run_every
 from logbroker.common.config import RACK_AWARE_SELECTOR, BrokerConfig, ConfigError
 from logbroker.coord.metadata.metadata import MetadataImage
 from logbroker.coord.metadata.metadata_delta import MetadataDelta
+from logbroker.iceberg import IcebergError
 from logbroker.log_format import fields
 from logbroker.protocol import ErrorCode
 
@@ -57,6 +58,7 @@ log = logging.getLogger("logbroker.replicas")
 # Logs opened or closed at once (startup, a batch of new partitions, shutdown): their fsyncs
 # overlap in the device's queue and recovery uses every core; the Rust log releases the GIL.
 LOG_THREADS = 8
+TABLE_TIER_CHECK_MS = 1000  # how soon a new leader of a table-tier partition reads its view
 
 
 def in_parallel(fn, items: list) -> list:
@@ -589,6 +591,7 @@ class ReplicaManager:
             if self.config.get_bool("log.cleaner.enable"):
                 nursery.start_soon(self._every, self.config.get_int("log.cleaner.backoff.ms"), self._clean)
             nursery.start_soon(self._every, self.config.get_int("iceberg.commit.interval.ms"), self._iceberg_commit)
+            nursery.start_soon(self._every, TABLE_TIER_CHECK_MS, self._table_tier_views)
             await nursery.start(self.mover.run)
             await nursery.start(self.remote.run)
             task_status.started()
@@ -666,6 +669,43 @@ class ReplicaManager:
                 by_topic[p.topic][0].append(p)
         if by_topic:
             await self.iceberg.commit_all(by_topic)
+
+    async def _table_tier_views(self) -> None:
+        """The table as the tier. Every local replica of such a topic has a view of the
+        table's files or a pending one (a fetch below the local log start then gets no
+        records for now, never OFFSET_OUT_OF_RANGE); a partition this node has come to lead
+        gets its view now, not at the next commit round; one it no longer leads goes back to
+        pending (its list would go stale). O(local partitions of such topics) a second."""
+        tier = self.iceberg.tier
+        by_topic: dict[str, list[Partition]] = {}
+        for topic, indexes in list(self._by_topic.items()):
+            if not (self._is_table(topic) and self._topic_config(topic, "remote.storage.enable")):
+                continue
+            for i in list(indexes):
+                p = self.partitions.get((topic, i))
+                if p is None or p.deleted:
+                    continue
+                key = (p.topic_id, p.index)
+                if not p.is_leader:
+                    if tier.forget(key) or p.core.table_tier_files is None:
+                        p.core.set_table_tier(None, pending=True)
+                    continue
+                if key not in tier.views:
+                    if p.core.table_tier_files is None:
+                        p.core.set_table_tier(None, pending=True)
+                    by_topic.setdefault(topic, []).append(p)
+        for topic, parts in by_topic.items():
+            try:
+                await trio.to_thread.run_sync(self.iceberg.adopt_tier_views, topic, parts)
+            except IcebergError as e:
+                log.warning(
+                    "the Iceberg table of topic %s cannot be read for partitions %s (fetches below their local "
+                    "log start wait): %s",
+                    topic,
+                    sorted(p.index for p in parts),
+                    e,
+                    extra={"topic": topic},
+                )
 
     def _is_table(self, topic: str) -> bool:
         """iceberg.enable is on for the topic (its override, else the broker default)."""

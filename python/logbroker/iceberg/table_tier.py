@@ -8,15 +8,20 @@ offset of the partition in each, from Iceberg's column bounds, and the file's lo
 hands them to the data path (`ReplicaPartition.set_table_tier`):
 - after a commit of its own, the files it just added are appended (the writer knows their
   offsets: a data file holds one partition, rust/src/table/data_files.rs);
-- on its first commit as leader, or when the table changed under it in a way that may
-  replace this partition's files (a snapshot that is not an append: compaction's overwrite,
-  a user's delete; or a position of its partitions it did not write: another writer), the
-  list is read again from the table (a scan planned on `partition = p`, which reads the
-  manifests: O(table), once per leadership and per such change).
-Only then does it tell the log the table holds everything below its position
+- as soon as it leads the partition (`adopt`, within a second), and when the table changed
+  under it in a way that may replace this partition's files (a snapshot that is not an
+  append: compaction's overwrite, a user's delete; or a position of its partitions it did
+  not write: another writer), the list is read from the table (a scan planned on
+  `partition = p`, which reads the manifests: O(table), once per leadership and per such
+  change).
+Every other replica of such a topic, and a new leader until its list is read, has a
+*pending* view: a consumer's fetch below the local log start gets no records for now (it
+fetches again), never OFFSET_OUT_OF_RANGE. A replica that stops leading goes back to
+pending (`forget`).
+After each commit round it tells the log the table holds everything below its position
 (`Log.highest_remote_offset`), which lets retention delete local segments past
-`local.retention.ms`/`local.retention.bytes` (broker/replica_manager.py); until the view is
-set nothing is deleted.
+`local.retention.ms`/`local.retention.bytes` (broker/replica_manager.py); before the first,
+nothing is deleted. Followers follow the leader's local log start.
 
 The data path reads local files: a warehouse on the local file system (or a shared one).
 With an object-store warehouse the partition keeps its segments (logged once per topic).
@@ -27,9 +32,10 @@ from __future__ import annotations
 import json
 import logging
 import struct
+import threading
 import uuid
 
-from logbroker.iceberg.table_offsets import OFFSETS, TOPIC_ID, table_ident
+from logbroker.iceberg.table_offsets import OFFSETS, TOPIC_ID, read_position, table_ident
 
 log = logging.getLogger("logbroker.iceberg")
 
@@ -100,17 +106,57 @@ class TableTier:
         self.known: dict[tuple[uuid.UUID, int], int] = {}
         self.snapshots: dict[str, int | None] = {}  # topic -> the snapshot last checked or made
         self._remote_warned: set[str] = set()
+        self._lock = threading.Lock()  # commit rounds and `adopt` run in threads of their own
+
+    def forget(self, key: tuple[uuid.UUID, int]) -> bool:
+        """Drops the view of a partition no longer led here; True if there was one."""
+        with self._lock:
+            self.known.pop(key, None)
+            return self.views.pop(key, None) is not None
+
+    def adopt(self, topic: str, topic_id: str, parts: list, table) -> None:
+        """Views for led partitions that have none yet (a new leadership), read from `table`
+        at once rather than at the next commit round (iceberg.commit.interval.ms away)."""
+        with self._lock:
+            missing = [p for p in parts if (p.topic_id, p.index) not in self.views]
+            if not missing:
+                return
+            position = read_position(table)
+            for p in missing:
+                files = partition_files(table, p.index)
+                if files is None:
+                    self._warn_remote(topic, table)
+                    return
+                self.views[(p.topic_id, p.index)] = files
+                p.core.set_table_tier(files)
+            log.info(
+                "table %s: %s partitions %s, led here now, are read below their local log start from %d data file(s)",
+                table_ident(table),
+                topic,
+                sorted(p.index for p in missing),
+                sum(len(self.views[(p.topic_id, p.index)]) for p in missing),
+                extra={"topic": topic},
+            )
+            # the next commit round checks what changed since this snapshot (not since none)
+            snapshot = table.current_snapshot()
+            if topic not in self.snapshots and position.topic_id == topic_id:
+                self.snapshots[topic] = snapshot.snapshot_id if snapshot is not None else None
+                for p in parts:
+                    held = position.next_offset(topic_id, p.index)
+                    if held is not None:
+                        self.known.setdefault((p.topic_id, p.index), held)
 
     def after_commit(self, topic: str, topic_id: str, parts: list, outcome) -> None:
         """After one commit round of `parts` (the led partitions of a table-tier topic): bring
         their views up to date and tell their logs what the table holds."""
+        with self._lock:
+            self._after_commit(topic, topic_id, parts, outcome)
+
+    def _after_commit(self, topic: str, topic_id: str, parts: list, outcome) -> None:
         table = outcome.loaded
         if table is None or not parts:
             return
-        led = {(p.topic_id, p.index) for p in parts}
-        for key in [k for k in self.views if k[0] == parts[0].topic_id and k not in led]:
-            self.views.pop(key, None)
-            self.known.pop(key, None)
+        led = {(p.topic_id, p.index) for p in parts}  # (views of partitions led no more: `forget`)
         if outcome.lost_race:
             self.snapshots.pop(topic, None)  # the winner's files are not in `table`: read again next round
             return

@@ -329,8 +329,14 @@ impl PyReplicaPartition {
 
     /// The table as the tier: the partition's data files, `[(first offset, last offset,
     /// local path)]`, that a consumer's fetch below the local log start reads; None: the
-    /// table is not this partition's tier.
-    fn set_table_tier(&self, files: Option<Vec<(i64, i64, String)>>) {
+    /// table is not this partition's tier. `pending`: they are being listed (a fetch below
+    /// the local log start gets no records meanwhile; `files` is ignored).
+    #[pyo3(signature = (files, pending = false))]
+    fn set_table_tier(&self, files: Option<Vec<(i64, i64, String)>>, pending: bool) {
+        if pending {
+            self.0.set_table_tier(Some(TableTierView::pending()));
+            return;
+        }
         let view = files.map(|files| {
             TableTierView::new(
                 files

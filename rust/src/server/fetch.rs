@@ -683,7 +683,9 @@ impl PendingFetch {
                     // the table as the tier: a consumer reads below the local log start from
                     // the table; a follower follows the local log start (its fetch below it
                     // is out of range and restarts its log there)
-                    let tier = part.table_tier().filter(|t| !follower && t.log_start_offset() >= 0);
+                    let tier_view = part.table_tier().filter(|_| !follower);
+                    let tier_pending = tier_view.as_ref().is_some_and(|t| t.pending);
+                    let tier = tier_view.filter(|t| t.log_start_offset() >= 0);
                     if let Some(tv) = &tier {
                         start = start.min(tv.log_start_offset());
                     }
@@ -728,6 +730,9 @@ impl PendingFetch {
                         data.diverging_epoch.epoch = epoch;
                         data.diverging_epoch.end_offset = end_offset;
                         errors = true; // answer now: the fetcher must truncate first
+                    } else if tier_pending && t.fetch_offset < log_start && t.fetch_offset >= 0 {
+                        // a new leader is listing the table's files: no records now, and no
+                        // error (the consumer fetches again)
                     } else if let Some(below) = below_local {
                         let copies = matches!(below, BelowLocal::Copies(_));
                         if follower && copies {

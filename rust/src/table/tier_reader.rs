@@ -88,6 +88,9 @@ pub struct TableTierView {
     files: Vec<TableFile>,
     /// `reach[i]`: the largest last offset of `files[..=i]` (rising).
     reach: Vec<i64>,
+    /// The files are being listed (a new leader): a fetch below the local log start gets no
+    /// records for now.
+    pub pending: bool,
 }
 
 impl TableTierView {
@@ -99,7 +102,12 @@ impl TableTierView {
             top = top.max(f.max_offset);
             reach.push(top);
         }
-        TableTierView { files, reach }
+        TableTierView { files, reach, pending: false }
+    }
+
+    /// A view whose files are being listed.
+    pub fn pending() -> TableTierView {
+        TableTierView { pending: true, ..TableTierView::default() }
     }
 
     /// The first offset the table holds; -1 if it holds none.
