@@ -525,3 +525,35 @@ def test_a_new_leader_serves_the_history_from_the_table(tmp_path: Path) -> None:
         assert offsets(bs, topic, 0, "earliest_local") > 0, "the new leader's local log starts past offset 0 too"
         rows = rdkafka_read(bs, topic, {0: 0}, reached({0: last}))
         check(rows, model, "confluent-kafka from offset 0 at the new leader")
+
+
+@pytest.mark.timeout(120)
+def test_a_table_holding_an_earlier_incarnation_is_not_the_tier(broker_process) -> None:
+    """A table-tier topic deleted and created again: its table still holds the first
+    incarnation's rows at the same offsets, so it cannot answer fetches for the second. The
+    broker says so (naming the table and the other topic id) and keeps the segments: the
+    local log still starts at 0 after the new records are in the table, and a read from 0
+    gets the new incarnation's records only."""
+    bp = broker_process(extra=BROKER_SETTINGS)
+    bs, topic = bp.bootstrap_servers, "again"
+    config = {**TOPIC_CONFIG, "local.retention.bytes": "1", "segment.bytes": "16384"}
+    with Admin(bs) as admin:
+        admin.create_topics([NewTopic(topic, 1, 1, config)])
+    first = produce_plain(bs, topic, 300, "first")
+    wait_until(lambda: offsets(bs, topic, 0, "earliest_local") > 0, timeout=60, what="the first incarnation tiered")
+    with Admin(bs) as admin:
+        admin.delete_topics([topic])
+    wait_until(lambda: not (bp.data_dir / f"{topic}-0").exists(), timeout=30, what=f"{topic}-0 deleted")
+    with Admin(bs) as admin:
+        admin.create_topics([NewTopic(topic, 1, 1, config)])
+    second = produce_plain(bs, topic, 300, "second")
+    wait_until(
+        lambda: "earlier incarnation of the topic" in bp.log_path.read_text(),
+        timeout=60,
+        what="the broker refusing the table as the tier",
+    )
+    assert offsets(bs, topic, 0, "earliest_local") == 0, "segments deleted though the table cannot serve them"
+    assert offsets(bs, topic, 0, "earliest") == 0
+    rows = rdkafka_read(bs, topic, {0: 0}, reached({0: max(o for _, o in second)}))
+    check(rows, second, "confluent-kafka from offset 0 of the second incarnation")
+    assert len(first) == len(second)

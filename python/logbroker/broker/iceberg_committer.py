@@ -33,7 +33,7 @@ from logbroker.broker.partition import Partition
 from logbroker.clock import now_ms
 from logbroker.common.config import BrokerConfig
 from logbroker.iceberg import IcebergError
-from logbroker.iceberg.catalog import SETTING_KEYS, CatalogSettings
+from logbroker.iceberg.catalog import SETTING_KEYS, CatalogSettings, table_name
 from logbroker.iceberg.table_maintenance import compact_small_files, expire_snapshots
 from logbroker.iceberg.table_tier import TableTier
 from logbroker.iceberg.table_writer import CommitOutcome, PartitionSource, TableWriter
@@ -172,12 +172,15 @@ class IcebergCommitter:
         parts = [p for p in parts if p.is_leader and not p.deleted]
         if not parts:
             return
+        from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError
+
+        ident = f"{self.writer.settings.namespace}.{table_name(topic)}"
         try:
-            table = self.writer.table(topic)
-        except IcebergError:
-            raise
+            table = self.writer.catalog().load_table(ident)  # not created here: the commits do that
+        except (NoSuchTableError, NoSuchNamespaceError):
+            table = None
         except Exception as e:  # pyiceberg, the catalog: name the table's topic
-            raise IcebergError(f"reading the table of topic {topic}: {type(e).__name__}: {e}") from None
+            raise IcebergError(f"reading table {ident} of topic {topic}: {type(e).__name__}: {e}") from None
         self.tier.adopt(topic, topic_id_text(parts[0].topic_id), parts, table)
 
     def maintain(self, topic: str, value_schemas: list[ValueSchema] | None = None) -> None:

@@ -24,7 +24,9 @@ After each commit round it tells the log the table holds everything below its po
 nothing is deleted. Followers follow the leader's local log start.
 
 The data path reads local files: a warehouse on the local file system (or a shared one).
-With an object-store warehouse the partition keeps its segments (logged once per topic).
+With an object-store warehouse, or a table holding snapshots of an earlier incarnation of
+the topic (deleted and created again: its rows have the same offsets), the table is not the
+tier: the partition keeps its segments (`NotATier`, logged once per topic).
 """
 
 from __future__ import annotations
@@ -52,17 +54,37 @@ def local_path(location: str) -> str | None:
     return None if "://" in location else location
 
 
-def partition_files(table, partition: int) -> list[tuple[int, int, str]] | None:
+class NotATier(Exception):
+    """The table cannot be the topic's tier (why, naming the table); its segments stay."""
+
+
+def partition_files(table, partition: int, topic_id: str) -> list[tuple[int, int, str]]:
     """The data files of `partition` in the table's current snapshot, as `(first offset, last
-    offset, local path)`; None when a file is not local."""
+    offset, local path)`. NotATier when a file is not on a file system, or when the table
+    holds snapshots of another incarnation of the topic (deleted and created again: its
+    rows, with the same offsets, stay in the table)."""
     from pyiceberg.expressions import EqualTo
 
+    others = {
+        s.summary.additional_properties.get(TOPIC_ID)
+        for s in table.metadata.snapshots
+        if s.summary is not None and s.summary.additional_properties.get(TOPIC_ID) not in (None, topic_id)
+    }
+    if others:
+        raise NotATier(
+            f"table {table_ident(table)} holds rows of an earlier incarnation of the topic (topic id "
+            f"{sorted(others)[0]}), at the same offsets; drop the table (or name another iceberg.namespace) "
+            f"for it to be the tier"
+        )
     out = []
     for task in table.scan(row_filter=EqualTo("partition", partition)).plan_files():
         f = task.file
         path = local_path(f.file_path)
         if path is None:
-            return None
+            raise NotATier(
+                f"table {table_ident(table)} at {table.location()}: its data files are not on a local or shared "
+                f"file system, which the table as the tier needs for now"
+            )
         lo, hi = (f.lower_bounds or {}).get(OFFSET_FIELD_ID), (f.upper_bounds or {}).get(OFFSET_FIELD_ID)
         bounds = (struct.unpack("<q", lo)[0], struct.unpack("<q", hi)[0]) if lo and hi else UNBOUNDED
         out.append((bounds[0], bounds[1], path))
@@ -105,7 +127,7 @@ class TableTier:
         # (topic id, partition) -> the table's position of it after this node's last commit
         self.known: dict[tuple[uuid.UUID, int], int] = {}
         self.snapshots: dict[str, int | None] = {}  # topic -> the snapshot last checked or made
-        self._remote_warned: set[str] = set()
+        self._warned: set[str] = set()  # topics whose table cannot be the tier (logged once)
         self._lock = threading.Lock()  # commit rounds and `adopt` run in threads of their own
 
     def forget(self, key: tuple[uuid.UUID, int]) -> bool:
@@ -116,16 +138,23 @@ class TableTier:
 
     def adopt(self, topic: str, topic_id: str, parts: list, table) -> None:
         """Views for led partitions that have none yet (a new leadership), read from `table`
-        at once rather than at the next commit round (iceberg.commit.interval.ms away)."""
+        at once rather than at the next commit round (iceberg.commit.interval.ms away);
+        `table` None: it does not exist yet (no files)."""
         with self._lock:
             missing = [p for p in parts if (p.topic_id, p.index) not in self.views]
             if not missing:
                 return
+            if table is None:
+                for p in missing:
+                    self.views[(p.topic_id, p.index)] = []
+                    p.core.set_table_tier([])
+                return
             position = read_position(table)
             for p in missing:
-                files = partition_files(table, p.index)
-                if files is None:
-                    self._warn_remote(topic, table)
+                try:
+                    files = partition_files(table, p.index, topic_id)
+                except NotATier as e:
+                    self._warn(topic, str(e))
                     return
                 self.views[(p.topic_id, p.index)] = files
                 p.core.set_table_tier(files)
@@ -168,16 +197,17 @@ class TableTier:
         for f in outcome.files:
             path = local_path(f["path"])
             if path is None:
-                self._warn_remote(topic, table)
+                self._warn(topic, f"table {table_ident(table)}: data file {f['path']} is not on a file system")
                 return
             if f["rows"] > 0:
                 added.setdefault(f["partition"], []).append((f["min_offset"], f["max_offset"], path))
         for p in parts:
             key = (p.topic_id, p.index)
             if rebuild:
-                files = partition_files(table, p.index)
-                if files is None:
-                    self._warn_remote(topic, table)
+                try:
+                    files = partition_files(table, p.index, topic_id)
+                except NotATier as e:
+                    self._warn(topic, str(e))
                     return
                 self.views[key] = files
             else:
@@ -199,15 +229,13 @@ class TableTier:
                 extra={"topic": topic},
             )
 
-    def _warn_remote(self, topic: str, table) -> None:
-        if topic not in self._remote_warned:
-            self._remote_warned.add(topic)
+    def _warn(self, topic: str, why: str) -> None:
+        if topic not in self._warned:
+            self._warned.add(topic)
             log.warning(
-                "table %s at %s: topic %s has remote.storage.enable=true, but its data files are not on a "
-                "local or shared file system, which the table as the tier needs for now; its segments stay "
-                "in the log",
-                table_ident(table),
-                table.location(),
+                "topic %s has remote.storage.enable=true, but its Iceberg table cannot be its tier; its segments "
+                "stay in the log: %s",
                 topic,
+                why,
                 extra={"topic": topic},
             )
