@@ -261,6 +261,84 @@ def test_three_nodes_leader_killed_every_acknowledged_record_once(tmp_path: Path
         assert {k: r[1] for k, r in rows.items()} == acked
 
 
+def test_three_nodes_leader_killed_mid_commit_every_record_once(tmp_path: Path) -> None:
+    """kill -9 of the leader mid-commit: between the moment its commit's data file appears in
+    the shared warehouse and the commit of the snapshot naming it. The new leader goes on from
+    the table's position: every acknowledged record is in the table once, checked by offset
+    (no duplicate, no gap), and the killed commit's file is in no snapshot. Tried up to three
+    times (the killed node restarted), as a kill may land after the commit instead."""
+    import threading
+
+    from logbroker import Cluster
+
+    base = tmp_path / "shared"
+    config = {
+        "iceberg.catalog.uri": f"sqlite:///{base / 'catalog.db'}",
+        "iceberg.warehouse": str(base / "warehouse"),
+        "iceberg.commit.interval.ms": 200,
+    }
+    with Cluster(3, data_dir=tmp_path / "c", config=config) as c:
+        bs = c.bootstrap_servers
+        with Admin(bs) as admin:
+            admin.create_topics([NewTopic("mid", 1, 3, {"iceberg.enable": "true", "min.insync.replicas": "2"})])
+        acked: dict[tuple[int, int], bytes] = {}
+        mid_commit = None
+        with Producer(bs, acks="all", enable_idempotence=True, linger_ms=5) as p:
+
+            def send(n: int, tag: str) -> None:
+                futures = [
+                    (f"{tag}-{i}".encode() * 20, p.send("mid", f"{tag}-{i}".encode() * 20, partition=0))
+                    for i in range(n)
+                ]
+                for v, f in futures:
+                    md = f.result(60)
+                    acked[(md.partition, md.offset)] = v
+
+            send(200, "warm")
+            wait_for(lambda: len(table_rows(base, "mid")) == len(acked), what="the first records in the table")
+            for attempt in range(3):
+                with Admin(bs) as admin:
+                    leader = admin.describe_topics(["mid"])["mid"].partitions[0].leader
+                seen = set((base / "warehouse").rglob("*.parquet"))
+                appeared: list[Path] = []
+                stop = threading.Event()
+
+                def watch(stop=stop, seen=seen, appeared=appeared, leader=leader) -> None:
+                    # the first data file a commit creates: kill at once, before its snapshot
+                    while not stop.is_set():
+                        new = set((base / "warehouse").rglob("*.parquet")) - seen
+                        if new:
+                            appeared.extend(new)
+                            c.node(leader).kill()
+                            return
+                        time.sleep(0.002)
+
+                watcher = threading.Thread(target=watch)
+                watcher.start()
+                send(300, f"try{attempt}")  # the commit of these records is the one killed
+                watcher.join(60)
+                stop.set()
+                assert appeared, "no data file appeared while producing"
+                send(100, f"after{attempt}")  # on the new leader
+                wait_for(lambda: len(table_rows(base, "mid")) >= len(acked), timeout=90, what="every record")
+                table = catalog(base).load_table("logbroker.mid")
+                live = {Path(t.file.file_path.removeprefix("file://")) for t in table.scan().plan_files()}
+                if not set(appeared) & live:
+                    mid_commit = appeared
+                    break
+                c.node(leader).start()  # the kill came after the commit: try again
+
+                def isr() -> int:
+                    with Admin(bs) as admin:
+                        return len(admin.describe_topics(["mid"])["mid"].partitions[0].isr)
+
+                wait_for(lambda: isr() == 3, timeout=60, what="the restarted node back in the ISR")
+        assert mid_commit is not None, "three kills all landed after their commit"
+        rows = table_rows(base, "mid")
+        assert {k: r[1] for k, r in rows.items()} == acked
+        assert sorted(o for _, o in rows) == list(range(len(rows))), "a gap in the table's offsets"
+
+
 def test_warehouse_in_s3(tmp_path: Path) -> None:
     """iceberg.warehouse=s3://... with iceberg.s3.*: data and metadata files go to an
     S3-compatible store (moto on loopback), the catalog stays in SQLite; pyiceberg reads
