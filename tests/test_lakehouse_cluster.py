@@ -56,81 +56,85 @@ def test_registry_validation_iceberg_and_spark_through_a_leader_kill(iceberg_spa
         )["orders"].result(30)
         ctx = SerializationContext("orders", MessageField.VALUE)
         registries = {n.node_id: SchemaRegistryClient({"url": n.schema_registry_url}) for n in c.nodes}
-        ser = AvroSerializer(registries[1], ORDER)
-        acked: dict[tuple[int, int], int] = {}
-        failed: list[str] = []
+        try:
+            ser = AvroSerializer(registries[1], ORDER)
+            acked: dict[tuple[int, int], int] = {}
+            failed: list[str] = []
 
-        def delivered(i: int):
-            def on_delivery(err, msg) -> None:
-                if err is not None:
-                    failed.append(str(err))
-                else:
-                    acked[(msg.partition(), msg.offset())] = i
+            def delivered(i: int):
+                def on_delivery(err, msg) -> None:
+                    if err is not None:
+                        failed.append(str(err))
+                    else:
+                        acked[(msg.partition(), msg.offset())] = i
 
-            return on_delivery
+                return on_delivery
 
-        p = Producer(
-            {"bootstrap.servers": c.bootstrap_servers, "acks": "all", "enable.idempotence": True, "linger.ms": 5}
-        )
-        for i in range(200):
-            p.produce(
-                "orders",
-                ser({"id": i, "item": f"item-{i}", "qty": i % 7}, ctx),
-                partition=i % 3,
-                on_delivery=delivered(i),
+            p = Producer(
+                {"bootstrap.servers": c.bootstrap_servers, "acks": "all", "enable.idempotence": True, "linger.ms": 5}
             )
-        assert p.flush(30) == 0 and not failed
+            for i in range(200):
+                p.produce(
+                    "orders",
+                    ser({"id": i, "item": f"item-{i}", "qty": i % 7}, ctx),
+                    partition=i % 3,
+                    on_delivery=delivered(i),
+                )
+            assert p.flush(30) == 0 and not failed
 
-        # A record without a registered id is refused; nothing of its batch is stored.
-        md = admin.list_topics("orders", timeout=10).topics["orders"].partitions
-        bad = Producer({"bootstrap.servers": c.bootstrap_servers, "acks": "all", "linger.ms": 0, "retries": 0})
-        errors: list = []
-        bad.produce("orders", b"\x00\x00\x00\x7f\xffnot avro", partition=1, on_delivery=lambda e, m: errors.append(e))
-        bad.flush(30)
-        assert errors and errors[0] is not None and "INVALID_RECORD" in errors[0].name(), errors
-        stored = sum(1 for (part, _o) in acked if part == 1)
-        consumer_end = _end_offset(c.bootstrap_servers, "orders", 1)
-        assert consumer_end == stored  # the refused record took no offset
-
-        # The leader of partition 0 dies; the producer goes on against the new leaders.
-        leader = md[0].leader
-        c.node(leader).kill()
-        alive = next(n for n in registries if n != leader)
-        ser = AvroSerializer(registries[alive], ORDER)
-        for i in range(200, 400):
-            p.produce(
-                "orders",
-                ser({"id": i, "item": f"item-{i}", "qty": i % 7}, ctx),
-                partition=i % 3,
-                on_delivery=delivered(i),
+            # A record without a registered id is refused; nothing of its batch is stored.
+            md = admin.list_topics("orders", timeout=10).topics["orders"].partitions
+            bad = Producer({"bootstrap.servers": c.bootstrap_servers, "acks": "all", "linger.ms": 0, "retries": 0})
+            errors: list = []
+            bad.produce(
+                "orders", b"\x00\x00\x00\x7f\xffnot avro", partition=1, on_delivery=lambda e, m: errors.append(e)
             )
-        assert p.flush(60) == 0 and not failed, failed
-        assert len(acked) == 400
+            bad.flush(30)
+            assert errors and errors[0] is not None and "INVALID_RECORD" in errors[0].name(), errors
+            stored = sum(1 for (part, _o) in acked if part == 1)
+            consumer_end = _end_offset(c.bootstrap_servers, "orders", 1)
+            assert consumer_end == stored  # the refused record took no offset
 
-        def table_count() -> int:
-            try:
-                return catalog(base).load_table("logbroker.orders").scan().to_arrow().num_rows
-            except Exception:
-                return 0
+            # The leader of partition 0 dies; the producer goes on against the new leaders.
+            leader = md[0].leader
+            c.node(leader).kill()
+            alive = next(n for n in registries if n != leader)
+            ser = AvroSerializer(registries[alive], ORDER)
+            for i in range(200, 400):
+                p.produce(
+                    "orders",
+                    ser({"id": i, "item": f"item-{i}", "qty": i % 7}, ctx),
+                    partition=i % 3,
+                    on_delivery=delivered(i),
+                )
+            assert p.flush(60) == 0 and not failed, failed
+            assert len(acked) == 400
 
-        wait_for(lambda: table_count() >= 400, timeout=120, what="every acknowledged record in the table")
-        out = iceberg_spark(
-            "--db",
-            str(base / "catalog.db"),
-            "--warehouse",
-            str(base / "warehouse"),
-            "--table",
-            "logbroker.orders",
-            "--select",
-            "partition,offset,value.id,value.item,value_raw",
-        )
-        rows = out["table"]
-        got = {(r["partition"], r["offset"]): r["id"] for r in rows}
-        assert len(rows) == len(got) == 400, "every acknowledged record once"
-        assert got == acked
-        assert all(r["item"] == f"item-{r['id']}" and r["value_raw"] is None for r in rows)
-        for r in registries.values():
-            r.close()
+            def table_count() -> int:
+                try:
+                    return catalog(base).load_table("logbroker.orders").scan().to_arrow().num_rows
+                except Exception:
+                    return 0
+
+            wait_for(lambda: table_count() >= 400, timeout=120, what="every acknowledged record in the table")
+            out = iceberg_spark(
+                "--db",
+                str(base / "catalog.db"),
+                "--warehouse",
+                str(base / "warehouse"),
+                "--table",
+                "logbroker.orders",
+                "--select",
+                "partition,offset,value.id,value.item,value_raw",
+            )
+            rows = out["table"]
+            got = {(r["partition"], r["offset"]): r["id"] for r in rows}
+            assert len(rows) == len(got) == 400, "every acknowledged record once"
+            assert got == acked
+            assert all(r["item"] == f"item-{r['id']}" and r["value_raw"] is None for r in rows)
+        finally:  # a failed assertion leaves no open client socket for a later test's collection
+            for r in registries.values():
+                r.close()
 
 
 def _end_offset(bootstrap: str, topic: str, partition: int) -> int:

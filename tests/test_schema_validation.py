@@ -95,3 +95,40 @@ def test_a_broker_without_the_registry_refuses_validated_topics(tmp_path):
         while b.server.replicas.get("checked", 0).log.log_end_offset != 0 and time.monotonic() < deadline:
             time.sleep(0.1)
         assert b.server.replicas.get("checked", 0).log.log_end_offset == 0
+
+
+def test_an_id_registered_a_moment_ago_elsewhere_is_read_before_it_is_refused(tmp_path):
+    """An id written to `_schemas` by another registry is acknowledged before this broker's
+    registry has read it; a record naming it right after must pass: the broker reads
+    `_schemas` to its end before refusing an id it does not hold (produce.rs, schema_ids.rs).
+    The schema records are written as Confluent's registry writes them, straight to
+    `_schemas`, and each framed record is sent the moment its schema record is acknowledged."""
+    with Broker(data_dir=tmp_path / "d", schema_registry_listen="127.0.0.1:0") as b:
+        bs = b.bootstrap_servers
+        create(bs, "orders", {"confluent.value.schema.validation": "true"})
+        p = Producer({"bootstrap.servers": bs, "linger.ms": 0, "acks": "all", "message.timeout.ms": 20000})
+        outcome: dict[str, list] = {"_schemas": [], "orders": []}
+
+        def on_delivery(err, msg) -> None:
+            outcome[msg.topic()].append(err.code() if err else "ok")
+
+        for version in range(1, 21):
+            schema_id = 100 + version
+            fields = [{"name": f"f{i}", "type": "long", "default": 0} for i in range(version)]
+            key = {"keytype": "SCHEMA", "subject": "orders-value", "version": version, "magic": 1}
+            value = {
+                "subject": "orders-value",
+                "version": version,
+                "id": schema_id,
+                "schema": json.dumps({"type": "record", "name": "Order", "fields": fields}),
+                "deleted": False,
+            }
+            p.produce("_schemas", json.dumps(value).encode(), key=json.dumps(key).encode(), on_delivery=on_delivery)
+            p.flush(15)
+            p.produce("orders", framed(schema_id), partition=0, on_delivery=on_delivery)
+            p.flush(15)
+        assert outcome["_schemas"] == ["ok"] * 20
+        assert outcome["orders"] == ["ok"] * 20, outcome["orders"]
+        assert b.server.replicas.get("orders", 0).log.log_end_offset == 20
+        # an id nobody registered is still refused, after the read
+        assert produce(bs, "orders", [(None, framed(9999))]) == [KafkaError.INVALID_RECORD]

@@ -499,11 +499,18 @@ class NetworkServer:
         self,
     ) -> list[
         tuple[
-            int, bytes | None, str, str | None, int, tuple[str, int, int, list[tuple[str, int]], bool, int] | None, int
+            int,
+            bytes | None,
+            str,
+            str | None,
+            int,
+            tuple[str, int, int, list[tuple[str, int]], bool, int] | str | None,
+            int,
         ]
     ]: ...
     def respond(self, conn: int, chunks: list[Buffer | FileRegion] | None) -> None: ...
     def serve_verified(self, conn: int, frame: bytes, verdicts: list[tuple[str, int, int, str]]) -> None: ...
+    def serve_caught_up(self, conn: int) -> None: ...
     def request_stats(self) -> list[tuple[int, int, float, list[int]]]: ...
     @staticmethod
     def latency_buckets_ms() -> list[float]: ...

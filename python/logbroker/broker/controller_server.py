@@ -46,6 +46,7 @@ class ControllerServer:
         self.groups = None
         self.transactions = None
         self.add_partitions_to_txn = None
+        self.schema_registry = None
         self.share_fetch = None
         self.client_telemetry = None
         self.share_coordinator = None

@@ -109,7 +109,9 @@ class KafkaServer:
             while True:
                 await trio.lowlevel.wait_readable(net.notify_fd)
                 for conn, frame, peer, message, level, verification, listener in net.take_events():
-                    if verification is not None:
+                    if isinstance(verification, str):
+                        nursery.start_soon(self._catch_up_schemas, net, conn, peer, verification)
+                    elif verification is not None:
                         nursery.start_soon(self._verify_produce, net, conn, frame, peer, verification)
                     elif frame is not None:  # a request: the message is the connection's principal
                         nursery.start_soon(self._serve_request, net, conn, frame, peer, message, listener)
@@ -265,6 +267,17 @@ class KafkaServer:
                 extra=fields(peer=peer),
             )
         net.respond(conn, chunks)
+
+    async def _catch_up_schemas(self, net: _core.NetworkServer, conn: int, peer: str, missing: str) -> None:
+        """A Produce with partitions naming a schema id this broker's table does not hold
+        (`missing`, e.g. `orders-value id 7 (a record for orders-0)`), held back by the network
+        thread: another broker's registry may have registered it a moment ago, so this broker's
+        registry reads `_schemas` to its end (schema_registry/server.py); then the network
+        thread appends them, refusing an id still missing (INVALID_RECORD)."""
+        registry = self.broker.schema_registry
+        if registry is not None:
+            await registry.catch_up_for_produce(missing, peer)
+        net.serve_caught_up(conn)
 
     async def _verify_produce(
         self,

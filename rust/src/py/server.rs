@@ -391,7 +391,15 @@ type PyVerification = (String, i64, i16, Vec<(String, i32)>, bool, i16);
 /// `(certificate chain PEM, private key PEM, truststore PEM, ssl.client.auth)`.
 type PyTls = (Vec<u8>, Vec<u8>, Option<Vec<u8>>, String);
 /// `(conn, frame, peer, message, level, verification, listener)` (see `take_events`).
-type PyEvent<'py> = (i64, Option<Bound<'py, PyBytes>>, String, Option<String>, i32, Option<PyVerification>, i32);
+type PyEvent<'py> = (i64, Option<Bound<'py, PyBytes>>, String, Option<String>, i32, Option<Detour>, i32);
+
+/// A Produce's detour through the Python side: a tuple for the transaction coordinator, a
+/// str (`"<subject> id <id>"`) for the schema registry.
+#[derive(IntoPyObject)]
+enum Detour {
+    Transaction(PyVerification),
+    SchemaIds(String),
+}
 /// `(name, host, port, tls or None, sasl)`: one listener.
 type PyListener = (String, String, u16, Option<PyTls>, bool);
 
@@ -486,8 +494,10 @@ impl PyNetworkServer {
     /// "the HW of a watched partition moved" with the topic as peer and the partition as level.
     /// A request's message is the connection's principal (`User:ANONYMOUS` without SASL;
     /// None on a SASL listener before the connection authenticated).
-    /// The sixth item is set on a transactions-v2 Produce that needs the transaction
-    /// coordinator first (answer it with `serve_verified`, never `respond`). The seventh is
+    /// The sixth item is set on a Produce that goes through the Python side first: a tuple
+    /// when it needs the transaction coordinator (answer it with `serve_verified`, never
+    /// `respond`), a str naming a schema id this broker does not hold, without a frame (the
+    /// registry reads `_schemas` to its end; then call `serve_caught_up`). The seventh is
     /// the index of the listener a request came in on (-1 for anything else).
     fn take_events<'py>(&self, py: Python<'py>) -> Vec<PyEvent<'py>> {
         let events = py.detach(|| self.inner.take_events());
@@ -509,9 +519,19 @@ impl PyNetworkServer {
                     peer,
                     None,
                     0,
-                    Some((v.transactional_id, v.producer_id, v.producer_epoch, v.partitions, v.verify_only, v.version)),
+                    Some(Detour::Transaction((
+                        v.transactional_id,
+                        v.producer_id,
+                        v.producer_epoch,
+                        v.partitions,
+                        v.verify_only,
+                        v.version,
+                    ))),
                     -1,
                 ),
+                Event::CatchUpSchemas { conn, peer, missing } => {
+                    (conn as i64, None, peer, None, 0, Some(Detour::SchemaIds(missing)), -1)
+                }
                 Event::Closed { conn, peer, reason, fault } => (
                     conn as i64,
                     None,
@@ -560,6 +580,13 @@ impl PyNetworkServer {
             .map(|(topic, partition, error_code, message)| Verdict { topic, partition, error_code, message })
             .collect();
         self.inner.serve_verified(conn, Bytes::copy_from_slice(frame), verdicts);
+    }
+
+    /// Appends the held-back partitions of a Produce that came as a schema-id event (the
+    /// sixth element a str), once the registry read `_schemas` to its end (or gave up): an id
+    /// still missing is INVALID_RECORD.
+    fn serve_caught_up(&self, conn: u64) {
+        self.inner.serve_caught_up(conn);
     }
 
     /// `conn` authenticated as `principal` (e.g. `User:alice`); after `session_ms` (None:

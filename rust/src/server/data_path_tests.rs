@@ -1120,3 +1120,60 @@ fn a_follower_session_reads_only_what_changed_and_keeps_its_quiet_partitions_cau
     let _ = fetch_now(&table, &mut sessions, &follower(&[], id, 10, 0), 11);
     assert_eq!(caught_up(&p0), left);
 }
+
+/// A schema-id topic: a partition naming an id this broker's table does not hold is held back
+/// (nothing of it appended; the request's other partitions are served at once) until the
+/// registry has read `_schemas`; then it is appended, or refused when the id is still missing.
+/// Without a registry here nothing is held back.
+#[test]
+fn produce_naming_an_unknown_schema_id_is_held_until_the_registry_caught_up() {
+    let dir = tempfile::tempdir().unwrap();
+    let (table, t0) = table_with(dir.path(), vec![1]);
+    let log1 = Arc::new(Log::open(&dir.path().join("t-1"), "t", 1, LogConfig::default(), None, 0).unwrap());
+    let t1 =
+        table.add("t", 1, 1, log1, LeaderState { leader: 1, leader_epoch: 0, isr: vec![1], min_insync_replicas: 1 });
+    let leaders = (0..2).map(|p| (p, CurrentLeader { leader: 1, leader_epoch: 0 })).collect();
+    let brokers = [(1, BrokerEndpoint { host: "localhost".into(), port: 9001, rack: None })];
+    let topics = [("t".to_owned(), TopicView { id: T_ID, leaders })];
+    table.set_metadata(1, ClusterView::new(topics.into_iter().collect(), brokers.into_iter().collect()));
+    t0.log
+        .update_config(&std::collections::HashMap::from([("confluent.value.schema.validation".into(), "true".into())]))
+        .unwrap();
+    let framed = |id: i32| {
+        let mut v = vec![0u8];
+        v.extend_from_slice(&id.to_be_bytes());
+        v.push(2);
+        v
+    };
+    // t-0 (checked) carries `id`; t-1 (not checked) carries anything
+    let serve = |id: i32| {
+        let v = framed(id);
+        let mut req = produce_req(-1, 0, &[&v]);
+        let mut other = req.topic_data[0].partition_data[0].clone();
+        other.index = 1;
+        req.topic_data[0].partition_data.push(other);
+        produce::handle(&table, &mut body(&req, 9), 9, 1, &ANON, 0, &mut Vec::new(), None, 0).unwrap()
+    };
+    let codes = |out: produce::Outcome| {
+        let produce::Outcome::Done(Some(chunks)) = out else { panic!("answered at once") };
+        let resp: ProduceResponse = decode(chunks, 9, true);
+        resp.responses[0].partition_responses.iter().map(|p| (p.index, p.error_code)).collect::<Vec<_>>()
+    };
+    // no registry on this broker: refused at once (POLICY_VIOLATION), nothing held back
+    assert_eq!(codes(serve(7)), vec![(0, code::POLICY_VIOLATION), (1, code::NONE)]);
+    table.schema_ids().set_active(true);
+    table.schema_ids().set_subject("t-value", vec![7]);
+    let produce::Outcome::CatchUpSchemas(later) = serve(8) else { panic!("an unknown id is held back") };
+    assert_eq!(later.missing, "t-value id 8 (a record for t-0)");
+    assert_eq!((t0.log.log_end_offset(), t1.log.log_end_offset()), (0, 2), "t-1 served, t-0 held");
+    // the registry read `_schemas` and still has no id 8: refused
+    let out = produce::finish_caught_up(&table, *later, 0, &mut Vec::new()).unwrap();
+    assert_eq!(codes(out), vec![(0, code::INVALID_RECORD), (1, code::NONE)]);
+    // ... or it read id 8 meanwhile: appended
+    let produce::Outcome::CatchUpSchemas(later) = serve(8) else { panic!("held back") };
+    table.schema_ids().set_subject("t-value", vec![7, 8]);
+    let out = produce::finish_caught_up(&table, *later, 0, &mut Vec::new()).unwrap();
+    assert_eq!(codes(out), vec![(0, code::NONE), (1, code::NONE)]);
+    assert_eq!(codes(serve(7)), vec![(0, code::NONE), (1, code::NONE)]);
+    assert_eq!((t0.log.log_end_offset(), t1.log.log_end_offset()), (2, 4));
+}

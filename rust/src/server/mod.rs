@@ -145,6 +145,10 @@ pub enum Event {
     /// A transactions-v2 Produce on `conn` whose partitions its transaction coordinator must
     /// add first; answer with `serve_verified` (the frame back, with a verdict per partition).
     Verify { conn: u64, frame: Bytes, peer: String, verification: produce::Verification },
+    /// A Produce on `conn` with partitions naming a schema id this broker's table does not
+    /// hold (`missing`, the first): the registry reads `_schemas` to its end, then
+    /// `serve_caught_up` (the rest of the request is served already).
+    CatchUpSchemas { conn: u64, peer: String, missing: String },
 }
 
 /// What the handlers tell the network thread.
@@ -160,6 +164,10 @@ pub enum Command {
         conn: u64,
         frame: Bytes,
         verdicts: Vec<produce::Verdict>,
+    },
+    /// Append the held-back partitions of `conn`'s Produce, after the registry read `_schemas`.
+    ServeCaughtUp {
+        conn: u64,
     },
     /// Close `conn` (a protocol violation); the reason is reported back as a fault.
     Close {
@@ -314,6 +322,10 @@ impl NetworkServer {
 
     pub fn serve_verified(&self, conn: u64, frame: Bytes, verdicts: Vec<produce::Verdict>) {
         self.shared.command(Command::ServeVerified { conn, frame, verdicts });
+    }
+
+    pub fn serve_caught_up(&self, conn: u64) {
+        self.shared.command(Command::ServeCaughtUp { conn });
     }
 
     pub fn close(&self, conn: u64, reason: Option<String>) {

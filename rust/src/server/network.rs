@@ -41,6 +41,8 @@ enum Served {
     Park(Parked),
     /// Handed to the Python side for the transaction coordinator (transactions v2).
     Verify(produce::Verification),
+    /// Partitions held back while the schema registry reads `_schemas` (the rest served).
+    CatchUpSchemas(Box<produce::CaughtUpLater>),
 }
 
 /// A request waiting on partitions.
@@ -91,6 +93,9 @@ pub struct NetworkLoop {
     paused: VecDeque<u64>,
     /// Requests waiting on partitions, by connection.
     parked: HashMap<u64, Parked>,
+    /// Produces with partitions held back until the schema registry has read `_schemas`
+    /// (`serve_caught_up`), by connection.
+    held: HashMap<u64, Box<produce::CaughtUpLater>>,
     /// Incremental fetch sessions (KIP-227).
     sessions: FetchSessionCache,
     /// Connections muted by a client quota, and until when.
@@ -124,6 +129,7 @@ impl NetworkLoop {
             next_id: FIRST_CONN,
             paused: VecDeque::new(),
             parked: HashMap::new(),
+            held: HashMap::new(),
             sessions,
             throttled: HashMap::new(),
             expected: ExpectedFollowers::default(),
@@ -396,6 +402,7 @@ impl NetworkLoop {
                 produce::Outcome::Done(chunks) => Served::Now(chunks),
                 produce::Outcome::Wait(p) => Served::Park(Parked::Produce(Box::new(p))),
                 produce::Outcome::Verify(v) => Served::Verify(v),
+                produce::Outcome::CatchUpSchemas(later) => Served::CatchUpSchemas(later),
             })
         } else {
             fetch::handle(&table, &mut self.sessions, &mut r, version, header.correlation_id, &caller, &mut logs).map(
@@ -423,6 +430,13 @@ impl NetworkLoop {
             Ok(Served::Verify(verification)) => {
                 // The connection stays muted until the handlers send the frame back.
                 self.shared.push_event(Event::Verify { conn: id, frame, peer: peer.to_owned(), verification });
+                false
+            }
+            Ok(Served::CatchUpSchemas(later)) => {
+                // Muted, as for Verify, until the handlers call `serve_caught_up`.
+                let missing = later.missing.clone();
+                self.held.insert(id, later);
+                self.shared.push_event(Event::CatchUpSchemas { conn: id, peer: peer.to_owned(), missing });
                 false
             }
             Err(e) => {
@@ -597,6 +611,7 @@ impl NetworkLoop {
             match cmd {
                 Command::Respond { conn, chunks } => self.finish(conn, chunks),
                 Command::ServeVerified { conn, frame, verdicts } => self.serve_verified(conn, frame, &verdicts),
+                Command::ServeCaughtUp { conn } => self.serve_caught_up(conn),
                 Command::Close { conn, reason } => self.close(conn, reason.map(|r| (r, true))),
                 Command::Authenticated { conn, principal, session_ms } => {
                     if let Some(c) = self.conns.get_mut(&conn) {
@@ -628,6 +643,38 @@ impl NetworkLoop {
             return;
         };
         if self.serve_data(conn, 0, version, frame, &peer, Some(verdicts)) {
+            self.service(conn);
+        }
+    }
+
+    /// The held-back partitions of `conn`'s Produce, appended now that the registry has read
+    /// `_schemas` (or gave up); then answered, or parked for the HW, as any Produce.
+    fn serve_caught_up(&mut self, conn: u64) {
+        let Some(later) = self.held.remove(&conn) else { return };
+        if self.conns.get(&conn).is_none_or(|c| c.phase != Phase::Handling) {
+            return;
+        }
+        let now_ms =
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64);
+        let mut logs = Vec::new();
+        let table = Arc::clone(&self.shared.table);
+        let result = produce::finish_caught_up(&table, *later, now_ms, &mut logs);
+        for line in logs {
+            self.shared.push_event(Event::Log(line));
+        }
+        let answered = match result {
+            Ok(produce::Outcome::Done(chunks)) => self.complete(conn, chunks),
+            Ok(produce::Outcome::Wait(p)) => {
+                self.park(conn, Parked::Produce(Box::new(p)));
+                false
+            }
+            Ok(_) => unreachable!("finish_caught_up answers or waits for the HW"),
+            Err(e) => {
+                self.close(conn, Some((format!("the Produce response does not encode: {e}"), true)));
+                false
+            }
+        };
+        if answered {
             self.service(conn);
         }
     }
@@ -670,6 +717,7 @@ impl NetworkLoop {
         if let Some(parked) = self.parked.remove(&id) {
             Self::unpark(id, &parked);
         }
+        self.held.remove(&id);
         self.sessions.remove_of_connection(id);
         let _ = self.poll.registry().deregister(c.transport.socket());
         c.release_all(&self.shared.pool);

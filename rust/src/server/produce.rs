@@ -21,6 +21,13 @@
 //! that arrives after the transaction ended is refused by the producer epoch: in v2 every end
 //! marker carries a bumped epoch.
 //!
+//! Schema-id topics (`confluent.{key,value}.schema.validation`, schema_ids.rs): a partition
+//! whose records name an id this broker's table does not hold (another broker's registry may
+//! have registered it a moment ago) is not answered yet: nothing of it is appended, the rest of
+//! the request is served, and the request waits (`Outcome::CatchUpSchemas`) while the Python
+//! side's registry reads `_schemas` to its end; then `finish_caught_up` appends those
+//! partitions, refusing an id still missing (INVALID_RECORD).
+//!
 //! Transactions v1 (Produce v3-11) with partition verification on (KIP-890 part 1,
 //! `PartitionTable::verify_transactions_v1`): the same detour, but the coordinator only
 //! checks that the producer added the partition (AddPartitionsToTxn VerifyOnly); a batch for a
@@ -42,7 +49,7 @@ use super::authorizer::{op, resource, Caller};
 use super::metrics::PartitionStats;
 use super::partition::{Partition, PartitionTable};
 use super::request::{error_code_for, frame_response};
-use super::schema_ids::check_framed;
+use super::schema_ids::{check_framed, framed_id};
 use super::LogLine;
 use crate::batch::{BatchHeader, HEADER_LEN, MAGIC_AT};
 use crate::error::LogError;
@@ -153,6 +160,28 @@ pub enum Outcome {
     Wait(PendingProduce),
     /// Nothing appended yet: the coordinator must add these partitions first (transactions v2).
     Verify(Verification),
+    /// Some partitions name a schema id this broker does not hold yet: the rest is served; the
+    /// registry reads `_schemas` to its end, then `finish_caught_up`.
+    CatchUpSchemas(Box<CaughtUpLater>),
+}
+
+/// A Produce with partitions held back until the schema registry has read `_schemas` to its
+/// end (`Outcome::CatchUpSchemas`); the others are served already.
+pub struct CaughtUpLater {
+    pending: PendingProduce,
+    acks: i16,
+    peer: String,
+    held: Vec<Held>,
+    /// The first missing id, `"<subject> id <id> (a record for <topic>-<partition>)"`.
+    pub missing: String,
+}
+
+/// One held-back partition: where its answer goes, and its records.
+struct Held {
+    topic: usize,
+    index: usize,
+    part: Arc<Partition>,
+    records: Records,
 }
 
 /// Partitions a transactional Produce needs added to (v2) or checked in (v1, `verify_only`)
@@ -266,6 +295,8 @@ pub fn handle(
     let mut response = ProduceResponse { throttle_time_ms: throttle_ms, ..Default::default() };
     let mut waits = Vec::new();
     let mut hinted = Vec::new();
+    let mut held = Vec::new();
+    let mut missing = None;
     for (ti, topic) in req.topic_data.into_iter().enumerate() {
         let mut out = TopicProduceResponse { name: topic.name.clone(), ..Default::default() };
         for pdata in topic.partition_data {
@@ -291,7 +322,19 @@ pub fn handle(
                             if verifying { verdict_refusal(&part, pdata.records.as_ref(), verdicts) } else { None };
                         let (resp, wait_for) = match refused {
                             Some((c, msg)) => (reject(c, msg), None),
-                            None => append(&part, table, pdata.records, acks, now_ms, peer, logs),
+                            None => match append(&part, table, pdata.records, acks, now_ms, peer, logs, true) {
+                                Appended::Answer(resp, wait_for) => (resp, wait_for),
+                                Appended::Missing(why, records) => {
+                                    missing.get_or_insert(why);
+                                    held.push(Held {
+                                        topic: ti,
+                                        index: out.partition_responses.len(),
+                                        part: Arc::clone(&part),
+                                        records,
+                                    });
+                                    (reject(code::UNKNOWN_SERVER_ERROR, "held back".to_owned()), None)
+                                }
+                            },
                         };
                         if let Some((offset, leader_epoch)) = wait_for {
                             waits.push(Wait {
@@ -314,7 +357,7 @@ pub fn handle(
         response.responses.push(out);
     }
     response.responses.extend(refusals);
-    if acks == 0 {
+    if acks == 0 && missing.is_none() {
         return Ok(Outcome::Done(None));
     }
     if !hinted.is_empty() {
@@ -325,7 +368,7 @@ pub fn handle(
             .collect();
     }
     let timeout = Duration::from_millis(u64::try_from(req.timeout_ms.max(0)).unwrap_or(0));
-    let mut pending = PendingProduce {
+    let pending = PendingProduce {
         response,
         waits,
         version,
@@ -333,6 +376,58 @@ pub fn handle(
         timeout_ms: req.timeout_ms,
         deadline: Instant::now() + timeout,
     };
+    if let Some(missing) = missing {
+        return Ok(Outcome::CatchUpSchemas(Box::new(CaughtUpLater {
+            pending,
+            acks,
+            peer: peer.to_owned(),
+            held,
+            missing,
+        })));
+    }
+    complete(pending, acks)
+}
+
+/// The held-back partitions of a Produce (`Outcome::CatchUpSchemas`), appended once the
+/// registry has read `_schemas` to its end (or gave up): an id still missing is INVALID_RECORD.
+/// A partition whose leadership moved meanwhile answers as at the first pass.
+pub fn finish_caught_up(
+    table: &PartitionTable,
+    later: CaughtUpLater,
+    now_ms: i64,
+    logs: &mut Vec<LogLine>,
+) -> Result<Outcome, ProtocolError> {
+    let CaughtUpLater { mut pending, acks, peer, held, missing: _ } = later;
+    for h in held {
+        let (topic, idx) = (&h.part.topic, h.part.index);
+        let (resp, wait_for) = match table.leader_for(topic, idx, -1) {
+            Err(why) => {
+                (partition_response(idx, why.code(false), Some(why.describe(topic, idx, table.node_id()))), None)
+            }
+            Ok(part) => match append(&part, table, Some(h.records), acks, now_ms, &peer, logs, false) {
+                Appended::Answer(resp, wait_for) => (resp, wait_for),
+                Appended::Missing(..) => unreachable!("append holds nothing back when told not to"),
+            },
+        };
+        if let Some((offset, leader_epoch)) = wait_for {
+            pending.waits.push(Wait {
+                topic: h.topic,
+                index: h.index,
+                part: h.part,
+                offset,
+                leader_epoch,
+                done: false,
+            });
+        }
+        pending.response.responses[h.topic].partition_responses[h.index] = resp;
+    }
+    complete(pending, acks)
+}
+
+fn complete(mut pending: PendingProduce, acks: i16) -> Result<Outcome, ProtocolError> {
+    if acks == 0 {
+        return Ok(Outcome::Done(None));
+    }
     match pending.try_complete(false)? {
         Some(chunks) => Ok(Outcome::Done(Some(chunks))),
         None => Ok(Outcome::Wait(pending)),
@@ -411,6 +506,19 @@ fn verdict_refusal(part: &Partition, records: Option<&Records>, verdicts: Option
 
 /// Appends one partition's records as its leader: the response, and for acks=-1 after a
 /// successful append the offset the HW must reach before answering.
+/// What appending one partition's records came to.
+enum Appended {
+    /// Its answer, and with acks=-1 the offset the HW must reach under the leader epoch.
+    Answer(PartitionProduceResponse, Option<(i64, i32)>),
+    /// Nothing appended: a record names a schema id this broker does not hold (the first
+    /// such, `"<subject> id <id> (a record for <topic>-<partition>)"`), and no record is
+    /// refused for anything else; the records, to append after the registry caught up.
+    Missing(String, Records),
+}
+
+/// `hold`: a partition whose records name schema ids this broker does not hold (and nothing
+/// else wrong) is held back (`Appended::Missing`) rather than refused.
+#[allow(clippy::too_many_arguments)] // the partition, the request's settings, and where it came from
 fn append(
     part: &Partition,
     table: &PartitionTable,
@@ -419,7 +527,9 @@ fn append(
     now_ms: i64,
     peer: &str,
     logs: &mut Vec<LogLine>,
-) -> (PartitionProduceResponse, Option<(i64, i32)>) {
+    hold: bool,
+) -> Appended {
+    let answer = |resp: PartitionProduceResponse| Appended::Answer(resp, None);
     let (name, idx) = (&part.topic, part.index);
     let reject = |code: i16, msg: String| partition_response(idx, code, Some(msg));
     let st = part.state();
@@ -428,17 +538,20 @@ fn append(
         .then(|| format!("ISR of {name}-{idx} is {:?}, below min.insync.replicas={}", st.isr, st.min_insync_replicas));
     drop(st);
     if records.as_ref().is_none_or(Records::is_empty) {
-        return (reject(code::INVALID_RECORD, format!("produce to {name}-{idx} carries no record batches")), None);
+        return answer(reject(code::INVALID_RECORD, format!("produce to {name}-{idx} carries no record batches")));
     }
     if let Some(msg) = short_isr {
-        return (reject(code::NOT_ENOUGH_REPLICAS, msg), None);
+        return answer(reject(code::NOT_ENOUGH_REPLICAS, msg));
     }
-    let records = match records {
-        Some(Records::Bytes(b)) => b.to_vec(),
-        _ => Vec::new(),
+    let received = match records {
+        Some(Records::Bytes(b)) => b,
+        _ => bytes::Bytes::new(),
     };
+    let records = received.to_vec();
     let size = records.len() as u64;
     let config = part.log.config();
+    let missing = std::cell::RefCell::new(None::<String>);
+    let refused_otherwise = std::cell::Cell::new(false);
     let appended = if config.key_schema_validation || config.value_schema_validation {
         // confluent.{key,value}.schema.validation: each record's key/value names a schema id
         // registered under <topic>-key / <topic>-value (server/schema_ids.rs)
@@ -447,20 +560,26 @@ fn append(
             Err(why) => {
                 let msg = format!("produce to {name}-{idx} refused: the topic checks schema ids, but {why}");
                 logs.push(LogLine::new(LogLine::INFO, format!("{msg} (from {peer})")));
-                return (reject(code::POLICY_VIOLATION, msg), None);
+                return answer(reject(code::POLICY_VIOLATION, msg));
             }
         };
         let key_subject = config.key_schema_validation.then(|| format!("{name}-key"));
+        // the first framed id not held here, and whether a record fails for another reason
+        let (missing, refused_otherwise) = (&missing, &refused_otherwise);
         let value_subject = config.value_schema_validation.then(|| format!("{name}-value"));
         let check = |k: Option<&[u8]>, v: Option<&[u8]>| -> Option<String> {
-            if let Some(subject) = &key_subject {
-                if let Some(why) = check_framed(k, subject, ids.subject(subject)) {
-                    return Some(format!("key {why}"));
-                }
-            }
-            if let Some(subject) = &value_subject {
-                if let Some(why) = check_framed(v, subject, ids.subject(subject)) {
-                    return Some(format!("value {why}"));
+            for (what, subject, bytes) in [("key", &key_subject, k), ("value", &value_subject, v)] {
+                let Some(subject) = subject else { continue };
+                if let Some(why) = check_framed(bytes, subject, ids.subject(subject)) {
+                    match bytes.and_then(framed_id) {
+                        Some(id) => {
+                            if missing.borrow().is_none() {
+                                *missing.borrow_mut() = Some(format!("{subject} id {id}"));
+                            }
+                        }
+                        None => refused_otherwise.set(true),
+                    }
+                    return Some(format!("{what} {why}"));
                 }
             }
             None
@@ -469,6 +588,11 @@ fn append(
     } else {
         part.log.append_as_leader(records, leader_epoch, now_ms)
     };
+    if let (true, Err(LogError::InvalidRecord { .. }), false, Some(id)) =
+        (hold, &appended, refused_otherwise.get(), missing.borrow().as_ref())
+    {
+        return Appended::Missing(format!("{id} (a record for {name}-{idx})"), Records::Bytes(received));
+    }
     match appended {
         Ok(res) => {
             part.maybe_increment_hw();
@@ -485,11 +609,11 @@ fn append(
                 log_start_offset: res.log_start_offset,
                 ..Default::default()
             };
-            (resp, (acks == -1).then_some((res.last_offset + 1, leader_epoch)))
+            Appended::Answer(resp, (acks == -1).then_some((res.last_offset + 1, leader_epoch)))
         }
         // Deleted while we appended: the topic is gone, not the disk.
         Err(_) if part.is_removed() => {
-            (reject(code::UNKNOWN_TOPIC_OR_PARTITION, format!("partition {name}-{idx} was deleted")), None)
+            answer(reject(code::UNKNOWN_TOPIC_OR_PARTITION, format!("partition {name}-{idx} was deleted")))
         }
         Err(e) => {
             let c = error_code_for(&e);
@@ -512,7 +636,7 @@ fn append(
                     })
                     .collect();
             }
-            (resp, None)
+            answer(resp)
         }
     }
 }

@@ -8,6 +8,11 @@
 //! naming an id registered under the topic's subject, `<topic>-key` or `<topic>-value`
 //! (Confluent's default subject naming). Until a registry runs on this broker (`active`)
 //! nothing passes: the refusal says so.
+//!
+//! The table can lag the registry: an id registered through another broker's registry is
+//! acknowledged once *that* registry read it back. So a framed id missing here is not refused
+//! at once: the partition waits while this broker's registry reads `_schemas` to its end, and
+//! only then is a missing id refused (produce.rs, `Outcome::CatchUpSchemas`).
 
 use std::collections::{HashMap, HashSet};
 use std::hash::BuildHasher;
@@ -24,6 +29,11 @@ pub struct Inner {
     by_subject: HashMap<String, HashSet<i32>>,
 }
 
+/// The schema id a key or value names (Confluent's framing), None when it is not framed.
+pub fn framed_id(b: &[u8]) -> Option<i32> {
+    (b.len() >= 5 && b[0] == 0).then(|| i32::from_be_bytes([b[1], b[2], b[3], b[4]]))
+}
+
 /// Why a record fails the check (None: it passes).
 pub fn check_framed<S: BuildHasher>(
     bytes: Option<&[u8]>,
@@ -31,14 +41,13 @@ pub fn check_framed<S: BuildHasher>(
     ids: Option<&HashSet<i32, S>>,
 ) -> Option<String> {
     let b = bytes?;
-    if b.len() < 5 || b[0] != 0 {
+    let Some(id) = framed_id(b) else {
         return Some(format!(
             "does not start with a schema id (magic byte 0 and 4 bytes; got {} byte(s){})",
             b.len(),
             if b.is_empty() { String::new() } else { format!(", first {:#04x}", b[0]) }
         ));
-    }
-    let id = i32::from_be_bytes([b[1], b[2], b[3], b[4]]);
+    };
     match ids {
         Some(set) if set.contains(&id) => None,
         _ => Some(format!("has schema id {id}, which is not registered under subject {subject}")),

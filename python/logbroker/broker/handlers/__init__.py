@@ -33,6 +33,12 @@ if TYPE_CHECKING:
     from logbroker.coord.metadata.metadata_quorum import MetadataQuorum
 
 
+class SchemaCatchUp(Protocol):
+    """What the data path asks of the broker's schema registry (schema_registry/server.py)."""
+
+    async def catch_up_for_produce(self, missing: str, peer: str) -> None: ...
+
+
 class BrokerView(Protocol):
     """What a handler sees of the broker (`BrokerServer` is one); handlers depend on this,
     not on the service module, so imports point one way (service -> dispatch -> handlers)."""
@@ -49,6 +55,7 @@ class BrokerView(Protocol):
     quorum: MetadataQuorum  # the metadata log (every node runs on one)
     authorizer: AclAuthorizer | None  # ACLs (broker/authorizer.py)
     client_telemetry: ClientTelemetryManager | None  # KIP-714 client metrics (broker/client_telemetry.py)
+    schema_registry: SchemaCatchUp | None  # when schema.registry.listen is set
 
 
 _auth_log = logging.getLogger("logbroker.authorizer")  # Kafka's kafka.authorizer.logger; denials at DEBUG only
