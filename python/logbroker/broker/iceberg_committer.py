@@ -59,7 +59,7 @@ class IcebergCommitter:
         self._maintained: dict[str, int] = {}  # topic -> when its table was last compacted (ms)
         self._expired: dict[str, int] = {}
         self._errors: dict[str, tuple[str, int]] = {}  # topic -> (last error logged, when)
-        self.tier = TableTier()  # the table as the tier: what the data path reads below the local log
+        self.tier = TableTier(self.held)  # the table as the tier: what the data path reads below the local log
 
     @property
     def writer(self) -> TableWriter:
@@ -141,10 +141,10 @@ class IcebergCommitter:
         races = 0
         for _ in range(MAX_ROUNDS):
             outcome = self.writer.commit(topic, topic_id, sources, value_schemas=value_schemas)
+            if tier:  # first: it compares the table with `held` as of the last round
+                self.tier.after_commit(topic, topic_id, parts, outcome)
             for partition, offset in outcome.positions.items():
                 self.held[(parts[0].topic_id, partition)] = offset
-            if tier:
-                self.tier.after_commit(topic, topic_id, parts, outcome)
             if outcome.rows or outcome.snapshot_id is not None:
                 log.debug(
                     "table %s: %d rows of %s committed, positions %s (snapshot %s)",

@@ -87,6 +87,9 @@ class ReplicaManager:
         self.table.set_verify_transactions_v1(config.get_bool("transaction.partition.verification.enable"))
         self.partitions: dict[tuple[str, int], Partition] = {}
         self._by_topic: dict[str, set[int]] = {}  # topic -> indexes of its local partitions
+        # topics whose Iceberg table is their tier (iceberg.enable, remote.storage.enable), kept
+        # as metadata changes
+        self._tier_topics: set[str] = set()
         # the led partitions with a replica outside the ISR (the ISR expansion check's work
         # list: idle, it costs nothing however many partitions there are)
         self.isr_short: dict[tuple[str, int], Partition] = {}
@@ -236,6 +239,7 @@ class ReplicaManager:
             self._add(self._partition(topic, state, lg))
         self._set_cluster_view(image, set(image.topics), True)
         self._image = image
+        self._tier_topics = {name for name in image.topics if self._table_tier_topic(name)}
         self.remote.apply(image, None, [], [])
         await self.replication.after_image(image)
         known = {partition_dir_name(t, p) for (t, p) in self.partitions}
@@ -337,6 +341,11 @@ class ReplicaManager:
                 p.apply_state(state)
                 self._track_isr(p)
         self._image = image
+        for name in set(image.topics) if reconfigure or delta is None or old is None else names:
+            if self._table_tier_topic(name):
+                self._tier_topics.add(name)
+            else:
+                self._tier_topics.discard(name)
         self.remote.apply(image, None if old is None else delta, added, config_changed, to_delete)
         if reconfigure:
             await self._reconfigure_all()
@@ -675,13 +684,12 @@ class ReplicaManager:
         table's files or a pending one (a fetch below the local log start then gets no
         records for now, never OFFSET_OUT_OF_RANGE); a partition this node has come to lead
         gets its view now, not at the next commit round; one it no longer leads goes back to
-        pending (its list would go stale). O(local partitions of such topics) a second."""
+        pending (its list would go stale). O(local partitions of such topics) a second: the
+        topics are kept as metadata changes (`_tier_topics`)."""
         tier = self.iceberg.tier
         by_topic: dict[str, list[Partition]] = {}
-        for topic, indexes in list(self._by_topic.items()):
-            if not (self._is_table(topic) and self._topic_config(topic, "remote.storage.enable")):
-                continue
-            for i in list(indexes):
+        for topic in list(self._tier_topics):
+            for i in list(self._by_topic.get(topic, ())):
                 p = self.partitions.get((topic, i))
                 if p is None or p.deleted:
                     continue
@@ -706,6 +714,12 @@ class ReplicaManager:
                     e,
                     extra={"topic": topic},
                 )
+
+    def _table_tier_topic(self, topic: str) -> bool:
+        """The topic's Iceberg table is its tier: iceberg.enable and remote.storage.enable."""
+        return topic in self._image.topics and bool(
+            self._is_table(topic) and self._topic_config(topic, "remote.storage.enable")
+        )
 
     def _is_table(self, topic: str) -> bool:
         """iceberg.enable is on for the topic (its override, else the broker default)."""

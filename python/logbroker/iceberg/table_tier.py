@@ -121,11 +121,12 @@ class TableTier:
     """The views of the partitions this node leads of table-tier topics (one per broker;
     used from the commit thread)."""
 
-    def __init__(self) -> None:
+    def __init__(self, held: dict[tuple[uuid.UUID, int], int]) -> None:
+        """`held`: (topic id, partition) -> the table's next offset as this node last saw it,
+        the committer's (broker/iceberg_committer.py), which its commits keep."""
         # (topic id, partition) -> its data files as the data path has them
         self.views: dict[tuple[uuid.UUID, int], list[tuple[int, int, str]]] = {}
-        # (topic id, partition) -> the table's position of it after this node's last commit
-        self.known: dict[tuple[uuid.UUID, int], int] = {}
+        self.held = held
         self.snapshots: dict[str, int | None] = {}  # topic -> the snapshot last checked or made
         self._warned: set[str] = set()  # topics whose table cannot be the tier (logged once)
         self._lock = threading.Lock()  # commit rounds and `adopt` run in threads of their own
@@ -133,7 +134,7 @@ class TableTier:
     def forget(self, key: tuple[uuid.UUID, int]) -> bool:
         """Drops the view of a partition no longer led here; True if there was one."""
         with self._lock:
-            self.known.pop(key, None)
+            self.held.pop(key, None)
             return self.views.pop(key, None) is not None
 
     def adopt(self, topic: str, topic_id: str, parts: list, table) -> None:
@@ -150,14 +151,8 @@ class TableTier:
                     p.core.set_table_tier([])
                 return
             position = read_position(table)
-            for p in missing:
-                try:
-                    files = partition_files(table, p.index, topic_id)
-                except NotATier as e:
-                    self._warn(topic, str(e))
-                    return
-                self.views[(p.topic_id, p.index)] = files
-                p.core.set_table_tier(files)
+            if not self._read_views(topic, topic_id, missing, table):
+                return
             log.info(
                 "table %s: %s partitions %s, led here now, are read below their local log start from %d data file(s)",
                 table_ident(table),
@@ -173,7 +168,7 @@ class TableTier:
                 for p in parts:
                     held = position.next_offset(topic_id, p.index)
                     if held is not None:
-                        self.known.setdefault((p.topic_id, p.index), held)
+                        self.held.setdefault((p.topic_id, p.index), held)
 
     def after_commit(self, topic: str, topic_id: str, parts: list, outcome) -> None:
         """After one commit round of `parts` (the led partitions of a table-tier topic): bring
@@ -189,7 +184,7 @@ class TableTier:
         if outcome.lost_race:
             self.snapshots.pop(topic, None)  # the winner's files are not in `table`: read again next round
             return
-        known = {p.index: self.known[(p.topic_id, p.index)] for p in parts if (p.topic_id, p.index) in self.known}
+        known = {p.index: self.held[(p.topic_id, p.index)] for p in parts if (p.topic_id, p.index) in self.held}
         rebuild = any(k not in self.views for k in led) or changed_under(
             table, outcome.base_snapshot_id, self.snapshots.get(topic), known, topic_id
         )
@@ -201,21 +196,17 @@ class TableTier:
                 return
             if f["rows"] > 0:
                 added.setdefault(f["partition"], []).append((f["min_offset"], f["max_offset"], path))
-        for p in parts:
-            key = (p.topic_id, p.index)
-            if rebuild:
-                try:
-                    files = partition_files(table, p.index, topic_id)
-                except NotATier as e:
-                    self._warn(topic, str(e))
-                    return
-                self.views[key] = files
-            else:
+        if rebuild:
+            if not self._read_views(topic, topic_id, parts, table):
+                return
+        else:
+            for p in parts:
+                key = (p.topic_id, p.index)
                 self.views[key].extend(added.get(p.index, []))
-            p.core.set_table_tier(self.views[key])
+                p.core.set_table_tier(self.views[key])
+        for p in parts:
             held = outcome.positions.get(p.index)
-            if held is not None:
-                self.known[key] = held
+            if held is not None:  # (the committer's `held` has it already)
                 p.log.highest_remote_offset = held - 1
         snapshot = table.current_snapshot()
         self.snapshots[topic] = snapshot.snapshot_id if snapshot is not None else None
@@ -228,6 +219,19 @@ class TableTier:
                 sum(len(self.views[k]) for k in led),
                 extra={"topic": topic},
             )
+
+    def _read_views(self, topic: str, topic_id: str, parts: list, table) -> bool:
+        """Reads each of `parts`' data files from `table` and hands them to its log; False (and
+        a warning) when the table cannot be the tier, the partitions left as they were."""
+        try:
+            files = {p.index: partition_files(table, p.index, topic_id) for p in parts}
+        except NotATier as e:
+            self._warn(topic, str(e))
+            return False
+        for p in parts:
+            self.views[(p.topic_id, p.index)] = files[p.index]
+            p.core.set_table_tier(files[p.index])
+        return True
 
     def _warn(self, topic: str, why: str) -> None:
         if topic not in self._warned:

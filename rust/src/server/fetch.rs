@@ -499,21 +499,9 @@ impl PendingFetch {
         data: &mut PartitionData,
         logs: &mut Vec<LogLine>,
     ) -> RemoteOutcome {
-        let fail = |data: &mut PartitionData, logs: &mut Vec<LogLine>, code: i16, why: String| {
-            data.error_code = code;
-            data.aborted_transactions = None;
-            logs.push(LogLine::new(
-                LogLine::ERROR,
-                format!(
-                    "fetch from {}: reading {} at offset {offset} from remote storage failed: {why}",
-                    self.peer,
-                    part.name()
-                ),
-            ));
-            RemoteOutcome::Error
-        };
+        const FROM: &str = "remote storage";
         let Some(reader) = table.remote_reader() else {
-            return fail(data, logs, code::KAFKA_STORAGE_ERROR, "this broker has no remote storage".to_owned());
+            return self.read_failed(part, offset, FROM, "this broker has no remote storage", data, logs);
         };
         let waiter: Weak<dyn ReadWaiter> = Arc::downgrade(part) as Weak<dyn ReadWaiter>;
         let mut at = offset;
@@ -532,7 +520,7 @@ impl PendingFetch {
                 RemoteRead::Empty => at = seg.end_offset + 1,
                 RemoteRead::Failed(why) => {
                     reader.count_error();
-                    return fail(data, logs, code::KAFKA_STORAGE_ERROR, why);
+                    return self.read_failed(part, offset, FROM, &why, data, logs);
                 }
             }
         }
@@ -565,20 +553,28 @@ impl PendingFetch {
             }
             TierRead::Pending => RemoteOutcome::Pending,
             TierRead::Past => RemoteOutcome::Read(0),
-            TierRead::Failed(why) => {
-                data.error_code = code::KAFKA_STORAGE_ERROR;
-                data.aborted_transactions = None;
-                logs.push(LogLine::new(
-                    LogLine::ERROR,
-                    format!(
-                        "fetch from {}: reading {} at offset {offset} from its Iceberg table failed: {why}",
-                        self.peer,
-                        part.name()
-                    ),
-                ));
-                RemoteOutcome::Error
-            }
+            TierRead::Failed(why) => self.read_failed(part, offset, "its Iceberg table", &why, data, logs),
         }
+    }
+
+    /// A read below the local log start (`from` remote storage or the table) failed: the
+    /// partition answers KAFKA_STORAGE_ERROR, and the log names the partition, offset and why.
+    fn read_failed(
+        &self,
+        part: &Partition,
+        offset: i64,
+        from: &str,
+        why: &str,
+        data: &mut PartitionData,
+        logs: &mut Vec<LogLine>,
+    ) -> RemoteOutcome {
+        data.error_code = code::KAFKA_STORAGE_ERROR;
+        data.aborted_transactions = None;
+        logs.push(LogLine::new(
+            LogLine::ERROR,
+            format!("fetch from {}: reading {} at offset {offset} from {from} failed: {why}", self.peer, part.name()),
+        ));
+        RemoteOutcome::Error
     }
 
     /// It must read again now rather than wait: remote bytes it waits for arrived after it
@@ -678,12 +674,13 @@ impl PendingFetch {
                     let log_start = lg.log_start_offset();
                     let lso = lg.last_stable_offset();
                     // tiered storage: copied segments below the local log start
-                    let remote = part.remote().filter(|r| !r.segments.is_empty());
+                    let below = part.below_local();
+                    let remote = below.remote.filter(|r| !r.segments.is_empty());
                     let mut start = remote.as_ref().map_or(log_start, |r| r.log_start_offset.min(log_start));
                     // the table as the tier: a consumer reads below the local log start from
                     // the table; a follower follows the local log start (its fetch below it
                     // is out of range and restarts its log there)
-                    let tier_view = part.table_tier().filter(|_| !follower);
+                    let tier_view = below.table_tier.filter(|_| !follower);
                     let tier_pending = tier_view.as_ref().is_some_and(|t| t.pending);
                     let tier = tier_view.filter(|t| t.log_start_offset() >= 0);
                     if let Some(tv) = &tier {

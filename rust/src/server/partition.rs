@@ -54,6 +54,18 @@ use crate::remote::cache::ReadWaiter;
 use crate::remote::{RemoteLogView, RemoteReader};
 use crate::table::tier_reader::{TableReader, TableTierView};
 
+/// What a partition's fetch reads below its local log start (both `None` for most topics; a
+/// topic never has both: tiered storage's copier skips Iceberg topics).
+#[derive(Clone, Default)]
+pub struct BelowLocalViews {
+    /// Tiered storage: the copied segments (set by the control plane from the metadata log);
+    /// `None` when the topic is not tiered.
+    pub remote: Option<Arc<RemoteLogView>>,
+    /// The table as the tier (`iceberg.enable` with `remote.storage.enable`): the table's data
+    /// files of this partition (set by the control plane on the leader); `None` otherwise.
+    pub table_tier: Option<Arc<TableTierView>>,
+}
+
 /// Bytes of table windows cached for fetches below the local log start (the table as the tier).
 pub const TABLE_TIER_CACHE_BYTES: u64 = 64 << 20;
 
@@ -232,17 +244,13 @@ pub struct Partition {
     watchers: Mutex<Vec<Weak<SessionChanges>>>,
     /// Bytes and records in and out (`metrics.rs`).
     pub stats: super::metrics::PartitionStats,
-    /// Tiered storage: the copied segments a fetch below the local log start reads (set by
-    /// the control plane from the metadata log); `None` when the topic is not tiered.
-    remote: RwLock<Option<Arc<RemoteLogView>>>,
+    /// What a fetch below the local log start reads: the copied segments or the table's data
+    /// files (one lock, so a fetch reads both in one snapshot).
+    below_local: RwLock<BelowLocalViews>,
     /// The broker's remote reader (its store), if tiered storage is on.
     pub remote_reader: Option<Arc<RemoteReader>>,
     /// Remote loads this partition's fetches waited for that have finished (see `remote_read_done`).
     remote_loads: std::sync::atomic::AtomicU64,
-    /// The table as the tier (`iceberg.enable` with `remote.storage.enable`): the table's data
-    /// files of this partition a fetch below the local log start reads (set by the control
-    /// plane on the leader); `None` otherwise.
-    table_tier: RwLock<Option<Arc<TableTierView>>>,
     /// The broker's reader of table data files (table/tier_reader.rs).
     pub table_reader: Arc<TableReader>,
 }
@@ -264,25 +272,30 @@ impl Partition {
     }
 
     /// The copied segments (tiered storage), if the topic is tiered.
+    /// Both views below the local log start, as one snapshot (a fetch's read).
+    pub fn below_local(&self) -> BelowLocalViews {
+        self.below_local.read().unwrap_or_else(PoisonError::into_inner).clone()
+    }
+
     pub fn remote(&self) -> Option<Arc<RemoteLogView>> {
-        self.remote.read().unwrap_or_else(PoisonError::into_inner).clone()
+        self.below_local.read().unwrap_or_else(PoisonError::into_inner).remote.clone()
     }
 
     /// Replaces the copied segments (`None`: the topic is not tiered); parked fetches read again.
     pub fn set_remote(&self, view: Option<RemoteLogView>) {
-        *self.remote.write().unwrap_or_else(PoisonError::into_inner) = view.map(Arc::new);
+        self.below_local.write().unwrap_or_else(PoisonError::into_inner).remote = view.map(Arc::new);
         self.wake_hw_waiters();
     }
 
     /// The table's data files of this partition (the table as the tier), if set.
     pub fn table_tier(&self) -> Option<Arc<TableTierView>> {
-        self.table_tier.read().unwrap_or_else(PoisonError::into_inner).clone()
+        self.below_local.read().unwrap_or_else(PoisonError::into_inner).table_tier.clone()
     }
 
     /// Replaces the table's data files a fetch below the local log start reads (`None`: the
     /// table is not the tier); parked fetches read again.
     pub fn set_table_tier(&self, view: Option<TableTierView>) {
-        *self.table_tier.write().unwrap_or_else(PoisonError::into_inner) = view.map(Arc::new);
+        self.below_local.write().unwrap_or_else(PoisonError::into_inner).table_tier = view.map(Arc::new);
         self.wake_hw_waiters();
     }
 
@@ -290,11 +303,12 @@ impl Partition {
     /// reach below the local one, or the table's first offset when the table is the tier.
     pub fn log_start_offset(&self) -> i64 {
         let local = self.log.log_start_offset();
-        let start = match self.remote() {
+        let below = self.below_local();
+        let start = match &below.remote {
             Some(r) if !r.segments.is_empty() => r.log_start_offset.min(local),
             _ => local,
         };
-        match self.table_tier().map(|t| t.log_start_offset()) {
+        match below.table_tier.map(|t| t.log_start_offset()) {
             Some(t) if t >= 0 => t.min(start),
             _ => start,
         }
@@ -732,10 +746,9 @@ impl PartitionTable {
             wakeup: Arc::clone(&self.wakeup),
             watchers: Mutex::new(Vec::new()),
             stats: super::metrics::PartitionStats::default(),
-            remote: RwLock::new(None),
+            below_local: RwLock::new(BelowLocalViews::default()),
             remote_reader: self.remote_reader.get().cloned(),
             remote_loads: std::sync::atomic::AtomicU64::new(0),
-            table_tier: RwLock::new(None),
             table_reader: Arc::clone(&self.table_reader),
         });
         let listener: Weak<dyn OffsetsListener> = Arc::downgrade(&p) as Weak<dyn OffsetsListener>;
