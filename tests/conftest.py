@@ -93,18 +93,6 @@ LONG_FIRST = (
 os.environ.setdefault("JDK_JAVA_OPTIONS", "-XX:TieredStopAtLevel=1")
 
 
-def _uses_own_module_fixture(item) -> bool:
-    """The test uses a module-scoped fixture of its own module (an Apache Kafka JVM, a
-    three-node cluster, a virtual environment, ...)."""
-    info = getattr(item, "_fixtureinfo", None)
-    module = getattr(getattr(item, "module", None), "__name__", None)
-    for defs in info.name2fixturedefs.values() if info is not None else ():
-        d = defs[-1]
-        if d.scope == "module" and getattr(d.func, "__module__", None) == module:
-            return True
-    return False
-
-
 def pytest_collection_modifyitems(config, items):
     rank = {name: i for i, name in enumerate(LONG_FIRST)}
     items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: modules stay whole
@@ -113,10 +101,6 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.xdist_group("spark"))
         elif item.path.name in XDIST_ALONE:
             item.add_marker(pytest.mark.xdist_group("alone"))
-        elif _uses_own_module_fixture(item):
-            # one worker for the module: spread over four, each worker made the fixture again
-            # (Apache Kafka's four JVM starts took 13 s each under load, 4 s alone)
-            item.add_marker(pytest.mark.xdist_group(item.path.name))
 
 
 @pytest.fixture(scope="module", autouse=True)
