@@ -522,6 +522,9 @@ def test_a_new_leader_serves_the_history_from_the_table(tmp_path: Path) -> None:
             return now if now not in (leader, -1) else None
 
         wait_until(new_leader, timeout=60, what=f"a new leader of {topic}-0")
+        # while the new leader lists the table's files, EARLIEST is OFFSET_NOT_AVAILABLE (the
+        # client retries), never its local log start
+        assert offsets(bs, topic, 0, "earliest") == 0, "EARLIEST at the new leader is the table's first offset"
         assert offsets(bs, topic, 0, "earliest_local") > 0, "the new leader's local log starts past offset 0 too"
         rows = rdkafka_read(bs, topic, {0: 0}, reached({0: last}))
         check(rows, model, "confluent-kafka from offset 0 at the new leader")

@@ -354,6 +354,13 @@ impl PyReplicaPartition {
         self.0.table_tier().map(|v| v.files().len())
     }
 
+    /// The table-tier view is being listed (a new leader, or a replica that does not lead):
+    /// what the table holds is not known here yet.
+    #[getter]
+    fn table_tier_pending(&self) -> bool {
+        self.0.table_tier().is_some_and(|v| v.pending)
+    }
+
     /// What the leader knows of each follower: `[(replica, leo, last_fetch_ms,
     /// last_caught_up_ms)]` (-1: not yet), reset when the leader epoch changes.
     fn follower_states(&self) -> Vec<(i32, i64, i64, i64)> {

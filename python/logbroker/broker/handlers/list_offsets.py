@@ -7,7 +7,9 @@ timestamp, and t >= 0 the first offset whose timestamp is >= t (via the time ind
 -1 when none below the HW (read_committed: the LSO) is. Tiered storage (KIP-1005):
 EARLIEST is the first offset still readable, remote or local; -4 (EARLIEST_LOCAL, v8+) the
 local log start offset; -5 (LATEST_TIERED, v9+) the last offset copied to remote storage
-(-1 when none is). v10 adds the request's TimeoutMs (KIP-1075), which this broker never needs:
+(-1 when none is). The table as the tier: EARLIEST is the table's first offset, and
+OFFSET_NOT_AVAILABLE (retriable, as Kafka answers before a new leader's HW is known) while a
+new leader is still listing the table's files (within a second of the election). v10 adds the request's TimeoutMs (KIP-1075), which this broker never needs:
 it answers from what it holds, without reading remote data.
 """
 
@@ -37,6 +39,8 @@ def _lookup(part, timestamp: int, version: int, read_committed: bool, remote=Non
     hw = lg.last_stable_offset() if read_committed else lg.high_watermark
     epoch = part.leader_epoch
     if timestamp == EARLIEST:
+        if part.core.table_tier_pending:
+            return ErrorCode.OFFSET_NOT_AVAILABLE, -1, -1, -1
         return ErrorCode.NONE, -1, part.core.log_start_offset, epoch
     if timestamp == EARLIEST_LOCAL and version >= 8:
         return ErrorCode.NONE, -1, lg.log_start_offset, epoch
