@@ -349,6 +349,22 @@ def test_fetch_below_the_local_log_is_served_from_the_table(broker_process) -> N
     for p in range(partitions):
         assert offsets(bs, topic, p, "earliest") == 0, f"partition {p}: EARLIEST is the table's first offset"
         assert offsets(bs, topic, p, "latest") == ends[p]
+    # offsets by time: the first record at or after a timestamp (the records' timestamps are
+    # not quite in order), whether it is in the table or the local log
+    stamps = sorted({row[3] for row in model.values()})
+    with Admin(bs) as admin:
+        for t in [stamps[0] - 1, stamps[len(stamps) // 7], stamps[len(stamps) // 3], stamps[-1], stamps[-1] + 1]:
+            got = admin.list_offsets({(topic, p): t for p in range(partitions)})
+            for p in range(partitions):
+                hits = [o for (q, o), row in model.items() if q == p and row[3] >= t]
+                first = min(hits, default=-1)
+                want = (first, model[(p, first)][3]) if hits else (-1, -1)
+                assert got[TopicPartition(topic, p)] == want, (p, t, local[p], got[TopicPartition(topic, p)], want)
+    assert any(
+        min((o for (q, o), row in model.items() if q == p and row[3] >= stamps[len(stamps) // 7]), default=-1)
+        < local[p]
+        for p in range(partitions)
+    ), "a timestamp looked up in the table"
     seek_at = 1234
     gap = min(o for q, o in aborted if q == 1)  # the first aborted record of partition 1
     assert seek_at < local[1] and gap < local[1], (local, seek_at, gap)

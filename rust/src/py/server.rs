@@ -354,6 +354,21 @@ impl PyReplicaPartition {
         self.0.table_tier().map(|v| v.files().len())
     }
 
+    /// ListOffsets by time below the local log start, the table as the tier: the first
+    /// offset whose timestamp is at least `timestamp_ms` in the table's data files of this
+    /// partition, with its timestamp; None when no row's is, or the table is not the tier.
+    /// Reads files (the GIL released): call it from a worker thread. TableDataFileError names
+    /// the partition, the timestamp and the file when one cannot be read.
+    fn table_offset_for_timestamp(&self, py: Python<'_>, timestamp_ms: i64) -> PyResult<Option<(i64, i64)>> {
+        let Some(view) = self.0.table_tier() else { return Ok(None) };
+        py.detach(|| self.0.table_reader.offset_for_timestamp(&view, self.0.index, timestamp_ms)).map_err(|e| {
+            crate::py::errors::TableDataFileError::new_err(format!(
+                "ListOffsets of {} at timestamp {timestamp_ms} in its Iceberg table: {e}",
+                self.0.name()
+            ))
+        })
+    }
+
     /// The table-tier view is being listed (a new leader, or a replica that does not lead):
     /// what the table holds is not known here yet.
     #[getter]

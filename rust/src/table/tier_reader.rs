@@ -337,6 +337,102 @@ impl TableReader {
         Ok(meta)
     }
 
+    /// ListOffsets by time below the local log start: the first offset of `partition` in the
+    /// view's files whose timestamp (ms) is at least `timestamp_ms`, with that timestamp; None
+    /// when no row's is. Only committed records are in the table, so a match at an aborted
+    /// record in the log is the next committed one here. Row groups whose largest timestamp is
+    /// below it are skipped (their statistics), and a file starting past a match already found
+    /// is not read. Blocks (files): the control plane calls it from a worker thread.
+    pub fn offset_for_timestamp(
+        &self,
+        view: &TableTierView,
+        partition: i32,
+        timestamp_ms: i64,
+    ) -> Result<Option<(i64, i64)>, String> {
+        let mut best: Option<(i64, i64)> = None;
+        for f in &view.files {
+            if best.is_some_and(|(o, _)| f.min_offset > o) {
+                break; // sorted by first offset: nothing earlier in this file or after
+            }
+            let found = self.first_at_or_after(f, partition, timestamp_ms).map_err(|e| format!("{}: {e}", f.path))?;
+            if let Some(found) = found.filter(|&(o, _)| best.is_none_or(|(b, _)| o < b)) {
+                best = Some(found);
+            }
+        }
+        Ok(best)
+    }
+
+    /// The least offset of `partition` in `f` whose timestamp is at least `timestamp_ms`,
+    /// with that timestamp (ms).
+    fn first_at_or_after(
+        &self,
+        f: &TableFile,
+        partition: i32,
+        timestamp_ms: i64,
+    ) -> Result<Option<(i64, i64)>, String> {
+        let file = File::open(&f.path).map_err(|e| e.to_string())?;
+        let meta = self.footer(&f.path, &file)?;
+        // the column's unit per ms (Iceberg's timestamps are µs; as Columns::of reads them)
+        let per_ms: i64 = match meta.schema().field_with_name("timestamp").map(|f| f.data_type().clone()) {
+            Ok(DataType::Timestamp(TimeUnit::Millisecond, _)) => 1,
+            Ok(DataType::Timestamp(TimeUnit::Nanosecond, _)) => 1_000_000,
+            Ok(DataType::Timestamp(TimeUnit::Microsecond, _) | DataType::Int64) => 1000,
+            Ok(t) => return Err(format!("`timestamp` is {t}")),
+            Err(_) => return Err("no `timestamp` column".into()),
+        };
+        let at = timestamp_ms.saturating_mul(per_ms);
+        let pq = meta.metadata();
+        let descr = pq.file_metadata().schema_descr();
+        let leaf = |name: &str| leaf_index(descr, name);
+        let (offset_leaf, partition_leaf, ts_leaf) = (leaf("offset")?, leaf("partition")?, leaf("timestamp")?);
+        let groups: Vec<usize> = pq
+            .row_groups()
+            .iter()
+            .enumerate()
+            .filter(|(_, rg)| {
+                let newest = match rg.column(ts_leaf).statistics() {
+                    Some(Statistics::Int64(s)) => s.max_opt().copied(),
+                    _ => None,
+                };
+                let parts = match rg.column(partition_leaf).statistics() {
+                    Some(Statistics::Int32(s)) => s.min_opt().copied().zip(s.max_opt().copied()),
+                    _ => None,
+                };
+                newest.is_none_or(|t| t >= at) && parts.is_none_or(|(lo, hi)| lo <= partition && partition <= hi)
+            })
+            .map(|(i, _)| i)
+            .collect();
+        if groups.is_empty() {
+            return Ok(None);
+        }
+        let projection = ProjectionMask::leaves(descr, [offset_leaf, partition_leaf, ts_leaf]);
+        let reader = ParquetRecordBatchReaderBuilder::new_with_metadata(file, meta)
+            .with_row_groups(groups)
+            .with_projection(projection)
+            .build()
+            .map_err(|e| e.to_string())?;
+        let mut best: Option<(i64, i64)> = None;
+        for b in reader {
+            let b = b.map_err(|e| e.to_string())?;
+            let offsets = b.column_by_name("offset").and_then(|c| c.as_primitive_opt::<Int64Type>());
+            let parts = b.column_by_name("partition").and_then(|c| c.as_primitive_opt::<Int32Type>());
+            let stamps = b.column_by_name("timestamp").and_then(raw_timestamps);
+            let (Some(offsets), Some(parts), Some(stamps)) = (offsets, parts, stamps) else {
+                return Err("`offset`, `partition` or `timestamp` is not a long, an int or a timestamp".into());
+            };
+            for (i, t) in stamps.into_iter().enumerate() {
+                let Some(t) = t.filter(|&t| t >= at) else { continue };
+                if parts.is_valid(i) && parts.value(i) == partition {
+                    let o = offsets.value(i);
+                    if best.is_none_or(|(bo, _)| o < bo) {
+                        best = Some((o, t));
+                    }
+                }
+            }
+        }
+        Ok(best.map(|(o, t)| (o, t.div_euclid(per_ms))))
+    }
+
     /// The partition's rows of `f` with offsets in `[lo, hi]`, at most about `want` bytes of
     /// them; and whether that limit cut them short.
     fn read_file(
@@ -351,11 +447,7 @@ impl TableReader {
         let meta = self.footer(&f.path, &file)?;
         let pq = meta.metadata();
         let descr = pq.file_metadata().schema_descr();
-        let leaf = |name: &str| {
-            (0..descr.num_columns())
-                .find(|&i| descr.column(i).path().parts() == [name])
-                .ok_or_else(|| format!("no `{name}` column"))
-        };
+        let leaf = |name: &str| leaf_index(descr, name);
         let (offset_leaf, partition_leaf) = (leaf("offset")?, leaf("partition")?);
         let mut groups = Vec::new();
         let (mut rows, mut bytes) = (0i64, 0i64);
@@ -419,6 +511,24 @@ impl TableReader {
         }
         Ok((batches, cut || got >= limit))
     }
+}
+
+/// The index of the top-level leaf column `name` in a Parquet schema.
+fn leaf_index(descr: &parquet::schema::types::SchemaDescriptor, name: &str) -> Result<usize, String> {
+    (0..descr.num_columns())
+        .find(|&i| descr.column(i).path().parts() == [name])
+        .ok_or_else(|| format!("no `{name}` column"))
+}
+
+/// A timestamp column's values in its own unit (µs, ms or ns; a long as µs).
+fn raw_timestamps(c: &arrow_array::ArrayRef) -> Option<Vec<Option<i64>>> {
+    Some(match c.data_type() {
+        DataType::Timestamp(TimeUnit::Microsecond, _) => c.as_primitive::<TimestampMicrosecondType>().iter().collect(),
+        DataType::Timestamp(TimeUnit::Millisecond, _) => c.as_primitive::<TimestampMillisecondType>().iter().collect(),
+        DataType::Timestamp(TimeUnit::Nanosecond, _) => c.as_primitive::<TimestampNanosecondType>().iter().collect(),
+        DataType::Int64 => c.as_primitive::<Int64Type>().iter().collect(),
+        _ => return None,
+    })
 }
 
 /// The pages of the offset column to read, from its page index: those whose offsets meet

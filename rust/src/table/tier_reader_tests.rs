@@ -193,3 +193,24 @@ fn a_missing_file_is_an_error_naming_it() {
     let e = TableReader::new(1 << 20).read_window("t-0", 0, &view, 3, 1000).unwrap_err();
     assert!(e.contains("t-0 offsets 3..9") && e.contains("/nonexistent/x.parquet"), "{e}");
 }
+
+/// ListOffsets by time in the table: for every timestamp around the records' (late records
+/// included, aborted ones absent), the least offset of a committed record at or after it, as
+/// a model over what a read_committed consumer reads; None past the last.
+#[test]
+fn offsets_by_time_are_the_first_committed_record_at_or_after() {
+    let dir = tempfile::tempdir().unwrap();
+    let (log, view) = table(dir.path());
+    let model = committed(&log, 0);
+    let reader = TableReader::new(1 << 20);
+    let mut stamps: Vec<i64> = model.values().map(|r| r.2).collect();
+    stamps.sort_unstable();
+    stamps.dedup();
+    let mut probes: Vec<i64> = stamps.iter().flat_map(|&t| [t - 1, t, t + 1]).collect();
+    probes.push(i64::MIN / 2);
+    for t in probes {
+        let want = model.iter().find(|(_, r)| r.2 >= t).map(|(&o, r)| (o, r.2));
+        assert_eq!(reader.offset_for_timestamp(&view, 0, t).unwrap(), want, "timestamp {t}");
+    }
+    assert_eq!(reader.offset_for_timestamp(&view, 1, stamps[0]).unwrap(), None, "another partition's rows: none");
+}

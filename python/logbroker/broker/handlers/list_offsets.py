@@ -9,11 +9,15 @@ EARLIEST is the first offset still readable, remote or local; -4 (EARLIEST_LOCAL
 local log start offset; -5 (LATEST_TIERED, v9+) the last offset copied to remote storage
 (-1 when none is). The table as the tier: EARLIEST is the table's first offset, and
 OFFSET_NOT_AVAILABLE (retriable, as Kafka answers before a new leader's HW is known) while a
-new leader is still listing the table's files (within a second of the election). v10 adds the request's TimeoutMs (KIP-1075), which this broker never needs:
+new leader is still listing the table's files (within a second of the election); a
+timestamp below the local log start is looked up in the table's files (its first committed
+record at or after it). v10 adds the request's TimeoutMs (KIP-1075), which this broker never needs:
 it answers from what it holds, without reading remote data.
 """
 
 from __future__ import annotations
+
+import logging
 
 import trio
 
@@ -31,6 +35,8 @@ MAX_VERSION = 10
 EARLIEST, LATEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -2, -1, -3, -4, -5
 
 Response = RESPONSES[API_KEY]
+
+log = logging.getLogger("logbroker.list_offsets")
 
 
 def _lookup(part, timestamp: int, version: int, read_committed: bool, remote=None) -> tuple[int, int, int, int]:
@@ -55,8 +61,20 @@ def _lookup(part, timestamp: int, version: int, read_committed: bool, remote=Non
         return ErrorCode.NONE, ts, off, epoch
     if timestamp < 0:
         return ErrorCode.UNSUPPORTED_VERSION, -1, -1, -1
+    if part.core.table_tier_pending:
+        return ErrorCode.OFFSET_NOT_AVAILABLE, -1, -1, -1
     found = None
-    if remote is not None and remote.storage is not None and part.core.log_start_offset < lg.log_start_offset:
+    if part.core.table_tier_files is not None and part.core.log_start_offset < lg.log_start_offset:
+        # the table as the tier: its files first (older), then the local log
+        found = part.core.table_offset_for_timestamp(timestamp)
+        if found is not None and found[0] >= lg.log_start_offset:
+            found = None  # in the local log too, which also has the aborted records
+    if (
+        found is None
+        and remote is not None
+        and remote.storage is not None
+        and part.core.log_start_offset < lg.log_start_offset
+    ):
         # tiered: the copies first (older), then the local log
         found = remote.storage.offset_for_timestamp(part.core, timestamp)
     if found is None:
@@ -100,6 +118,9 @@ async def handle(ctx, request):
             except (_core.LogBrokerError, OSError) as e:
                 entry.error_code = error_code_for(e)
             except _core.RemoteStorageError:
+                entry.error_code = ErrorCode.KAFKA_STORAGE_ERROR
+            except _core.TableDataFileError as e:
+                log.error("%s", e, extra={"topic": part.topic, "partition": part.index})
                 entry.error_code = ErrorCode.KAFKA_STORAGE_ERROR
 
     if jobs:
