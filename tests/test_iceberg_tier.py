@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 from conftest import needs_java
 from polling import wait_until
+from test_iceberg_topics import shared_lake
 
 import logbroker
 from logbroker import Admin, NewTopic, TopicPartition
@@ -492,12 +493,7 @@ def test_a_new_leader_serves_the_history_from_the_table(tmp_path: Path) -> None:
     from logbroker import Cluster
 
     base = tmp_path / "shared"
-    config = {
-        "iceberg.catalog.uri": f"sqlite:///{base / 'catalog.db'}",
-        "iceberg.warehouse": str(base / "warehouse"),
-        "iceberg.commit.interval.ms": 300,
-        "log.retention.check.interval.ms": 200,
-    }
+    config = shared_lake(base, 300) | {"log.retention.check.interval.ms": 200}
     topic = "hat"
     with Cluster(3, data_dir=tmp_path / "c", config=config) as c:
         bs = c.bootstrap_servers

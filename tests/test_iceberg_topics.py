@@ -26,6 +26,16 @@ def wait_for(cond, timeout: float = 60.0, what: str = "condition"):
     return archive_wait_for(cond, timeout, what)
 
 
+def shared_lake(base: Path, commit_interval_ms: int) -> dict:
+    """Broker config for a catalog (SQLite) and warehouse under `base`, which the nodes of one
+    test's cluster share."""
+    return {
+        "iceberg.catalog.uri": f"sqlite:///{base / 'catalog.db'}",
+        "iceberg.warehouse": str(base / "warehouse"),
+        "iceberg.commit.interval.ms": commit_interval_ms,
+    }
+
+
 def catalog(base: Path, name: str = "logbroker"):
     """pyiceberg's SqlCatalog on the broker's SQLite file (retried while the broker creates
     the catalog's tables or commits at the same moment: pyiceberg's create-if-missing is not
@@ -231,11 +241,7 @@ def test_three_nodes_leader_killed_every_acknowledged_record_once(tmp_path: Path
     from logbroker import Cluster
 
     base = tmp_path / "shared"
-    config = {
-        "iceberg.catalog.uri": f"sqlite:///{base / 'catalog.db'}",
-        "iceberg.warehouse": str(base / "warehouse"),
-        "iceberg.commit.interval.ms": 200,
-    }
+    config = shared_lake(base, 200)
     with Cluster(3, data_dir=tmp_path / "c", config=config) as c:
         with Admin(c.bootstrap_servers) as admin:
             admin.create_topics([NewTopic("ha", 3, 3, {"iceberg.enable": "true", "min.insync.replicas": "2"})])
@@ -272,11 +278,7 @@ def test_three_nodes_leader_killed_mid_commit_every_record_once(tmp_path: Path) 
     from logbroker import Cluster
 
     base = tmp_path / "shared"
-    config = {
-        "iceberg.catalog.uri": f"sqlite:///{base / 'catalog.db'}",
-        "iceberg.warehouse": str(base / "warehouse"),
-        "iceberg.commit.interval.ms": 200,
-    }
+    config = shared_lake(base, 200)
     with Cluster(3, data_dir=tmp_path / "c", config=config) as c:
         bs = c.bootstrap_servers
         with Admin(bs) as admin:

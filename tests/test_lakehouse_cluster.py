@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from test_iceberg_topics import catalog, wait_for
+from test_iceberg_topics import catalog, shared_lake, wait_for
 
 from logbroker import Cluster
 
@@ -31,12 +31,7 @@ def test_registry_validation_iceberg_and_spark_through_a_leader_kill(iceberg_spa
     from confluent_kafka.serialization import MessageField, SerializationContext
 
     base = tmp_path / "lake"
-    config = {
-        "schema.registry.topic.replication.factor": 3,
-        "iceberg.catalog.uri": f"sqlite:///{base / 'catalog.db'}",
-        "iceberg.warehouse": str(base / "warehouse"),
-        "iceberg.commit.interval.ms": 300,
-    }
+    config = shared_lake(base, 300) | {"schema.registry.topic.replication.factor": 3}
     with Cluster(3, data_dir=tmp_path / "c", schema_registry=True, config=config) as c:
         admin = AdminClient({"bootstrap.servers": c.bootstrap_servers})
         admin.create_topics(

@@ -58,13 +58,9 @@ class NotATier(Exception):
     """The table cannot be the topic's tier (why, naming the table); its segments stay."""
 
 
-def partition_files(table, partition: int, topic_id: str) -> list[tuple[int, int, str]]:
-    """The data files of `partition` in the table's current snapshot, as `(first offset, last
-    offset, local path)`. NotATier when a file is not on a file system, or when the table
-    holds snapshots of another incarnation of the topic (deleted and created again: its
-    rows, with the same offsets, stay in the table)."""
-    from pyiceberg.expressions import EqualTo
-
+def check_incarnation(table, topic_id: str) -> None:
+    """NotATier when the table holds snapshots of another incarnation of the topic (deleted
+    and created again: its rows, with the same offsets, stay in the table)."""
     others = {
         s.summary.additional_properties.get(TOPIC_ID)
         for s in table.metadata.snapshots
@@ -76,6 +72,13 @@ def partition_files(table, partition: int, topic_id: str) -> list[tuple[int, int
             f"{sorted(others)[0]}), at the same offsets; drop the table (or name another iceberg.namespace) "
             f"for it to be the tier"
         )
+
+
+def partition_files(table, partition: int) -> list[tuple[int, int, str]]:
+    """The data files of `partition` in the table's current snapshot, as `(first offset, last
+    offset, local path)`. NotATier when a file is not on a file system."""
+    from pyiceberg.expressions import EqualTo
+
     out = []
     for task in table.scan(row_filter=EqualTo("partition", partition)).plan_files():
         f = task.file
@@ -224,7 +227,8 @@ class TableTier:
         """Reads each of `parts`' data files from `table` and hands them to its log; False (and
         a warning) when the table cannot be the tier, the partitions left as they were."""
         try:
-            files = {p.index: partition_files(table, p.index, topic_id) for p in parts}
+            check_incarnation(table, topic_id)  # once per table, not per partition
+            files = {p.index: partition_files(table, p.index) for p in parts}
         except NotATier as e:
             self._warn(topic, str(e))
             return False

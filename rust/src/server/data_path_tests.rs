@@ -1164,7 +1164,7 @@ fn produce_naming_an_unknown_schema_id_is_held_until_the_registry_caught_up() {
     table.schema_ids().set_active(true);
     table.schema_ids().set_subject("t-value", vec![7]);
     let produce::Outcome::CatchUpSchemas(later) = serve(8) else { panic!("an unknown id is held back") };
-    assert_eq!(later.missing, "t-value id 8 (a record for t-0)");
+    assert_eq!(later.missing(), "t-value id 8 (a record for t-0)");
     assert_eq!((t0.log.log_end_offset(), t1.log.log_end_offset()), (0, 2), "t-1 served, t-0 held");
     // the registry read `_schemas` and still has no id 8: refused
     let out = produce::finish_caught_up(&table, *later, 0, &mut Vec::new()).unwrap();

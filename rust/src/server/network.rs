@@ -434,7 +434,7 @@ impl NetworkLoop {
             }
             Ok(Served::CatchUpSchemas(later)) => {
                 // Muted, as for Verify, until the handlers call `serve_caught_up`.
-                let missing = later.missing.clone();
+                let missing = later.missing().to_owned();
                 self.held.insert(id, later);
                 self.shared.push_event(Event::CatchUpSchemas { conn: id, peer: peer.to_owned(), missing });
                 false

@@ -171,9 +171,15 @@ pub struct CaughtUpLater {
     pending: PendingProduce,
     acks: i16,
     peer: String,
+    /// Never empty.
     held: Vec<Held>,
+}
+
+impl CaughtUpLater {
     /// The first missing id, `"<subject> id <id> (a record for <topic>-<partition>)"`.
-    pub missing: String,
+    pub fn missing(&self) -> &str {
+        &self.held[0].missing
+    }
 }
 
 /// One held-back partition: where its answer goes, and its records.
@@ -182,6 +188,8 @@ struct Held {
     index: usize,
     part: Arc<Partition>,
     records: Records,
+    /// The first id of its records this broker does not hold (`Appended::Missing`).
+    missing: String,
 }
 
 /// Partitions a transactional Produce needs added to (v2) or checked in (v1, `verify_only`)
@@ -296,7 +304,6 @@ pub fn handle(
     let mut waits = Vec::new();
     let mut hinted = Vec::new();
     let mut held = Vec::new();
-    let mut missing = None;
     for (ti, topic) in req.topic_data.into_iter().enumerate() {
         let mut out = TopicProduceResponse { name: topic.name.clone(), ..Default::default() };
         for pdata in topic.partition_data {
@@ -324,13 +331,13 @@ pub fn handle(
                             Some((c, msg)) => (reject(c, msg), None),
                             None => match append(&part, table, pdata.records, acks, now_ms, peer, logs, true) {
                                 Appended::Answer(resp, wait_for) => (resp, wait_for),
-                                Appended::Missing(why, records) => {
-                                    missing.get_or_insert(why);
+                                Appended::Missing(missing, records) => {
                                     held.push(Held {
                                         topic: ti,
                                         index: out.partition_responses.len(),
                                         part: Arc::clone(&part),
                                         records,
+                                        missing,
                                     });
                                     (reject(code::UNKNOWN_SERVER_ERROR, "held back".to_owned()), None)
                                 }
@@ -357,7 +364,7 @@ pub fn handle(
         response.responses.push(out);
     }
     response.responses.extend(refusals);
-    if acks == 0 && missing.is_none() {
+    if acks == 0 && held.is_empty() {
         return Ok(Outcome::Done(None));
     }
     if !hinted.is_empty() {
@@ -376,14 +383,8 @@ pub fn handle(
         timeout_ms: req.timeout_ms,
         deadline: Instant::now() + timeout,
     };
-    if let Some(missing) = missing {
-        return Ok(Outcome::CatchUpSchemas(Box::new(CaughtUpLater {
-            pending,
-            acks,
-            peer: peer.to_owned(),
-            held,
-            missing,
-        })));
+    if !held.is_empty() {
+        return Ok(Outcome::CatchUpSchemas(Box::new(CaughtUpLater { pending, acks, peer: peer.to_owned(), held })));
     }
     complete(pending, acks)
 }
@@ -397,28 +398,23 @@ pub fn finish_caught_up(
     now_ms: i64,
     logs: &mut Vec<LogLine>,
 ) -> Result<Outcome, ProtocolError> {
-    let CaughtUpLater { mut pending, acks, peer, held, missing: _ } = later;
+    let CaughtUpLater { mut pending, acks, peer, held } = later;
     for h in held {
         let (topic, idx) = (&h.part.topic, h.part.index);
-        let (resp, wait_for) = match table.leader_for(topic, idx, -1) {
-            Err(why) => {
-                (partition_response(idx, why.code(false), Some(why.describe(topic, idx, table.node_id()))), None)
-            }
+        let resp = match table.leader_for(topic, idx, -1) {
+            Err(why) => partition_response(idx, why.code(false), Some(why.describe(topic, idx, table.node_id()))),
             Ok(part) => match append(&part, table, Some(h.records), acks, now_ms, &peer, logs, false) {
-                Appended::Answer(resp, wait_for) => (resp, wait_for),
+                Appended::Answer(resp, wait_for) => {
+                    if let Some((offset, leader_epoch)) = wait_for {
+                        // the partition as it is now (it may have been added again meanwhile)
+                        let (topic, index) = (h.topic, h.index);
+                        pending.waits.push(Wait { topic, index, part, offset, leader_epoch, done: false });
+                    }
+                    resp
+                }
                 Appended::Missing(..) => unreachable!("append holds nothing back when told not to"),
             },
         };
-        if let Some((offset, leader_epoch)) = wait_for {
-            pending.waits.push(Wait {
-                topic: h.topic,
-                index: h.index,
-                part: h.part,
-                offset,
-                leader_epoch,
-                done: false,
-            });
-        }
         pending.response.responses[h.topic].partition_responses[h.index] = resp;
     }
     complete(pending, acks)

@@ -64,8 +64,9 @@ def _lookup(part, timestamp: int, version: int, read_committed: bool, remote=Non
     if part.core.table_tier_pending:
         return ErrorCode.OFFSET_NOT_AVAILABLE, -1, -1, -1
     found = None
-    if part.core.table_tier_files is not None and part.core.log_start_offset < lg.log_start_offset:
-        # the table as the tier: its files first (older), then the local log
+    if part.core.log_start_offset < lg.log_start_offset:
+        # the table as the tier: its files first (older), then the local log (None when the
+        # table is not the tier)
         found = part.core.table_offset_for_timestamp(timestamp)
         if found is not None and found[0] >= lg.log_start_offset:
             found = None  # in the local log too, which also has the aborted records
