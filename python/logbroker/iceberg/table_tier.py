@@ -231,6 +231,9 @@ class TableTier:
             files = {p.index: partition_files(table, p.index) for p in parts}
         except NotATier as e:
             self._warn(topic, str(e))
+            for p in parts:  # no files: not pending (EARLIEST answers), and not read again each second
+                self.views[(p.topic_id, p.index)] = []
+                p.core.set_table_tier([])
             return False
         for p in parts:
             self.views[(p.topic_id, p.index)] = files[p.index]
