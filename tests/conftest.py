@@ -17,6 +17,7 @@ import pytest
 from polling import wait_until  # noqa: F401 - the tests import it from here
 
 from logbroker import Broker
+from logbroker.cluster import ClusterNode
 
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 
@@ -27,10 +28,21 @@ CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 os.environ["LOGBROKER_KAFKA_SHORT_LIVED"] = "1"
 
 
-# Every `logbroker serve` process the running test started (BrokerProcess.start), so that a
-# failure report carries the tail of their logs: a CI run leaves nothing else to read.
-_STARTED: list[BrokerProcess] = []
+# Every `logbroker serve` process the running test started (BrokerProcess.start, and the
+# nodes of a logbroker.Cluster: ClusterNode.spawn, wrapped below), so that a failure report
+# carries the tail of their logs: a CI run leaves nothing else to read.
+_STARTED: list[BrokerProcess | ClusterNode] = []
 LOG_TAIL_LINES = 60
+_spawn_node = ClusterNode.spawn
+
+
+def _spawn_node_noted(node: ClusterNode) -> None:
+    if node not in _STARTED:
+        _STARTED.append(node)
+    _spawn_node(node)
+
+
+ClusterNode.spawn = _spawn_node_noted  # type: ignore[method-assign]
 
 
 # Parallel runs (pytest-xdist, `--dist loadgroup`: ./scripts/test). Every test is isolated
@@ -113,12 +125,15 @@ def _collect_garbage_per_module():
     gc.collect()
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    _STARTED.clear()  # before the test's fixtures run: the nodes they start are its own
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     outcome = yield
     report = outcome.get_result()
-    if call.when == "setup":
-        _STARTED.clear()
     if report.failed and call.when == "call":
         for bp in _STARTED:
             try:

@@ -24,6 +24,7 @@ from logbroker import _core
 from logbroker.broker.authorizer import AclAuthorizer
 from logbroker.broker.dispatch import KafkaServer
 from logbroker.broker.fd_limit import raise_open_files_limit
+from logbroker.broker.loop_watchdog import LoopWatchdog
 from logbroker.common.config import BrokerConfig
 from logbroker.coord.metadata.controller import Controller
 from logbroker.coord.metadata.controller_channel import serve_kafka_connection
@@ -85,6 +86,7 @@ class ControllerServer:
         self.quorum = quorum
         self.controller = Controller(config, store, local, quorum)
         async with trio.open_nursery() as nursery:
+            await nursery.start(LoopWatchdog(f"controller {self.node_id}").run)
             quorum.open()
             kafka = functools.partial(
                 serve_kafka_connection,

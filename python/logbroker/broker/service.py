@@ -24,6 +24,7 @@ from logbroker.broker.client_telemetry import ClientTelemetryManager
 from logbroker.broker.dispatch import KafkaServer
 from logbroker.broker.fd_limit import raise_open_files_limit
 from logbroker.broker.http_basic_auth import BasicAuth
+from logbroker.broker.loop_watchdog import LoopWatchdog
 from logbroker.broker.metrics import MetricsServer
 from logbroker.broker.quotas import ClientQuotaPublisher
 from logbroker.broker.replica_manager import ReplicaManager
@@ -222,6 +223,7 @@ class BrokerServer:
         self.controller = Controller(self.config, store, local, quorum)
         self.replicas = ReplicaManager(self.config, self.partition_table)
         async with trio.open_nursery() as nursery:
+            await nursery.start(LoopWatchdog(f"broker {self.node_id}").run)
             # the data directory checked (node_cluster_id), open the metadata log and replay
             # what this node knows is committed, so local logs open against that image
             quorum.open()

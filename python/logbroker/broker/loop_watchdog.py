@@ -1,0 +1,79 @@
+"""The event-loop watchdog: a warning, with the trio thread's stack, when a node's trio loop
+has not run for `STALL_S` seconds.
+
+Every request Python serves (Metadata, group and transaction coordination, the controller)
+waits on the one trio loop, so a call that blocks it (a lock held by a thread doing I/O, a
+long Rust call that keeps the GIL) stalls the whole control plane while the data path goes
+on: clients see requests time out and nothing in the log says why. A trio task stamps the
+time every `TICK_S`; a plain thread looks every `TICK_S` and, once the stamp is `STALL_S`
+old, logs where the trio thread is (`sys._current_frames`, the frame it is blocked in), once
+per stall, then how long the stall lasted when the loop runs again. The thread needs the GIL
+to look: a call that keeps the GIL is reported when it returns, with the stall's length.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import threading
+import time
+import traceback
+
+import trio
+
+log = logging.getLogger("logbroker.loop")
+
+TICK_S = 0.25
+# the longest stall not reported: above the pauses a loaded 2-core test machine makes
+# (scheduling, a full garbage collection), far below a client's request.timeout.ms
+STALL_S = 5.0
+
+
+class LoopWatchdog:
+    """`await nursery.start(LoopWatchdog(name).run)` in the trio program to watch."""
+
+    def __init__(self, name: str, stall_s: float = STALL_S, tick_s: float = TICK_S) -> None:
+        self.name = name
+        self.stall_s = stall_s
+        self.tick_s = tick_s
+        self.stalls = 0  # stalls reported since start
+        self.longest_s = 0.0  # the longest of them, in seconds
+        self._beat = time.monotonic()
+        self._trio_thread = 0
+        self._stop = threading.Event()
+
+    async def run(self, *, task_status: trio.TaskStatus = trio.TASK_STATUS_IGNORED) -> None:
+        self._trio_thread = threading.get_ident()
+        self._beat = time.monotonic()
+        watcher = threading.Thread(target=self._watch, name=f"loop-watchdog-{self.name}", daemon=True)
+        watcher.start()
+        task_status.started()
+        try:
+            while True:
+                self._beat = time.monotonic()
+                await trio.sleep(self.tick_s)
+        finally:
+            self._stop.set()
+
+    def _watch(self) -> None:
+        stalled_since: float | None = None
+        while not self._stop.wait(self.tick_s):
+            beat = self._beat
+            late = time.monotonic() - beat
+            if stalled_since is not None and beat > stalled_since:
+                took = beat - stalled_since
+                self.longest_s = max(self.longest_s, took)
+                log.warning("%s: the trio loop ran again after %.1f s stalled", self.name, took)
+                stalled_since = None
+            if stalled_since is None and late >= self.stall_s:
+                stalled_since = beat
+                self.stalls += 1
+                frame = sys._current_frames().get(self._trio_thread)
+                stack = "".join(traceback.format_stack(frame)) if frame is not None else "(trio thread gone)\n"
+                log.warning(
+                    "%s: the trio loop has not run for %.1f s (every request Python serves waits); "
+                    "the trio thread is at:\n%s",
+                    self.name,
+                    late,
+                    stack.rstrip(),
+                )

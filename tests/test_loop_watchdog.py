@@ -1,0 +1,59 @@
+"""The event-loop watchdog (broker/loop_watchdog.py): a call that blocks the trio loop is
+reported with the frame it blocks in, once per stall, then the stall's length; a loop that
+runs is never reported."""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import trio
+
+from logbroker.broker.loop_watchdog import LoopWatchdog
+
+
+def _block_the_loop(seconds: float) -> None:
+    time.sleep(seconds)  # a blocking call on the trio thread, as a lock wait would be
+
+
+def run_with_watchdog(body, stall_s: float = 0.5) -> LoopWatchdog:
+    dog = LoopWatchdog("node 7", stall_s=stall_s, tick_s=0.05)
+
+    async def main() -> None:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(dog.run)
+            await body()
+            await trio.sleep(0.3)  # the watcher sees the loop run again
+            nursery.cancel_scope.cancel()
+
+    trio.run(main)
+    return dog
+
+
+def test_a_blocked_loop_is_reported_with_the_blocking_frame_then_its_length(caplog) -> None:
+    async def body() -> None:
+        await trio.sleep(0.2)
+        _block_the_loop(1.5)
+
+    with caplog.at_level(logging.WARNING, logger="logbroker.loop"):
+        dog = run_with_watchdog(body)
+    stalled = [r.getMessage() for r in caplog.records if "has not run for" in r.getMessage()]
+    assert len(stalled) == 1, caplog.text  # once per stall, not at every tick
+    assert stalled[0].startswith("node 7: the trio loop has not run for"), stalled[0]
+    assert "_block_the_loop" in stalled[0] and "time.sleep(seconds)" in stalled[0], stalled[0]
+    again = [r.getMessage() for r in caplog.records if "ran again after" in r.getMessage()]
+    assert len(again) == 1, caplog.text
+    took = float(again[0].split("after ")[1].split(" s")[0])
+    assert 1.3 <= took <= 3.0, again[0]
+    assert dog.stalls == 1 and 1.3 <= dog.longest_s <= 3.0, (dog.stalls, dog.longest_s)
+
+
+def test_a_loop_that_runs_is_not_reported(caplog) -> None:
+    async def body() -> None:
+        for _ in range(20):
+            _block_the_loop(0.05)  # short blocking calls between awaits: a loop that still runs
+            await trio.sleep(0.05)
+
+    with caplog.at_level(logging.WARNING, logger="logbroker.loop"):
+        dog = run_with_watchdog(body)
+    assert dog.stalls == 0 and not caplog.records, caplog.text
