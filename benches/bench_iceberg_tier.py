@@ -31,7 +31,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benches.bench_iceberg_topics import event_values, produce, table_count  # noqa: E402
+from benches.bench_iceberg_topics import event_values, lake_config, produce, table_count  # noqa: E402
 from benches.peers.common import cpu_seconds  # noqa: E402
 
 PARTITIONS = 2
@@ -110,12 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="bench-tier-") as tmp:
         root = Path(tmp)
         base = root / "iceberg"
-        config = {
-            "iceberg.catalog.uri": f"sqlite:///{base / 'catalog.db'}",
-            "iceberg.warehouse": str(base / "warehouse"),
-            "iceberg.commit.interval.ms": 1000,
-            "log.retention.check.interval.ms": 1000,
-        }
+        config = lake_config(base) | {"log.retention.check.interval.ms": 1000}
         values = event_values(args.records, args.size)
         with Cluster(1, data_dir=root / "data", config=config) as c:
             data = Path(c.nodes[0].data_dir)

@@ -65,7 +65,25 @@ def table_count(base: Path, topic: str) -> int:
     return int(s.summary.additional_properties.get("total-records", 0)) if s is not None else 0
 
 
-def produce(bs: str, topic: str, values: list[bytes], rate: float | None = None) -> None:
+def lake_config(base: Path, commit_interval_ms: int = 1000) -> dict:
+    """Broker config for a catalog (SQLite) and warehouse under `base`."""
+    return {
+        "iceberg.catalog.uri": f"sqlite:///{base / 'catalog.db'}",
+        "iceberg.warehouse": str(base / "warehouse"),
+        "iceberg.commit.interval.ms": commit_interval_ms,
+    }
+
+
+def produce(
+    bs: str,
+    topic: str,
+    values: list[bytes],
+    rate: float | None = None,
+    keys: list[bytes] | None = None,
+    partitions: int = 2,
+) -> None:
+    """`values` (None: a tombstone) round-robin over `partitions`, or with `keys` by key
+    (its last byte modulo `partitions`), lz4, acks=all; at `rate` records/s if given."""
     from confluent_kafka import Producer
 
     p = Producer(
@@ -84,9 +102,11 @@ def produce(bs: str, topic: str, values: list[bytes], rate: float | None = None)
             delay = t0 + i / rate - time.monotonic()
             if delay > 0:
                 time.sleep(delay)
+        key = keys[i] if keys is not None else None
+        part = key[-1] % partitions if key is not None else i % partitions
         while True:
             try:
-                p.produce(topic, v, partition=i % 2)
+                p.produce(topic, v, key=key, partition=part)
                 break
             except BufferError:
                 p.poll(0.01)
@@ -191,11 +211,7 @@ def cpu_runs(root: Path, records: int, size: int, runs: int, kinds: list[str], s
     from logbroker import Cluster
 
     base = root / "iceberg"
-    config = {
-        "iceberg.catalog.uri": f"sqlite:///{base / 'catalog.db'}",
-        "iceberg.warehouse": str(base / "warehouse"),
-        "iceberg.commit.interval.ms": 1000,
-    }
+    config = lake_config(base)
     values = event_values(records, size)
     out: dict = {}
     with Cluster(1, data_dir=root / "cpu", config=config) as c:
@@ -232,11 +248,7 @@ def stall(root: Path, records: int, size: int) -> dict:
     from logbroker import Cluster
 
     base = root / "stall-iceberg"
-    config = {
-        "iceberg.catalog.uri": f"sqlite:///{base / 'catalog.db'}",
-        "iceberg.warehouse": str(base / "warehouse"),
-        "iceberg.commit.interval.ms": 1000,
-    }
+    config = lake_config(base)
     out = {}
     with Cluster(1, data_dir=root / "stall", config=config) as c:
         bs = c.bootstrap_servers
@@ -320,11 +332,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="bench-iceberg-") as root:
         base = Path(root) / "iceberg"
         for interval in intervals:
-            config = {
-                "iceberg.catalog.uri": f"sqlite:///{base / 'catalog.db'}",
-                "iceberg.warehouse": str(base / "warehouse"),
-                "iceberg.commit.interval.ms": interval,
-            }
+            config = lake_config(base, interval)
             with Cluster(1, data_dir=Path(root) / f"lag-{interval}", config=config) as c:
                 admin = AdminClient({"bootstrap.servers": c.bootstrap_servers})
                 topic = f"lag_{interval}"

@@ -26,6 +26,7 @@ NEEDS_EXTRA = {
     "logbroker.spark.sink": "spark",
     "pyspark_logbroker": "spark",
     "logbroker.pytest_plugin": "pytest",
+    "logbroker.iceberg.position_deletes": "iceberg",
 }
 
 

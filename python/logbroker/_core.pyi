@@ -44,6 +44,7 @@ __all__ = [
     "RemoteStorageError",
     "TableDataFileError",
     "TableDataFiles",
+    "TableKeyIndex",
     "ReplicaFetcherManager",
     "ReplicaPartition",
     "Waker",
@@ -395,14 +396,44 @@ class TableDataFiles:
         `value_tree` (pre-order (kind, children)) and `value_programs` ((schema id, program) per
         writer schema, see rust/src/avro_columns.rs) for tables with value columns. Raises
         TableDataFileError for a codec or schema it cannot write."""
-    def write_log(self, log: Log, start: int, end: int, max_bytes: int) -> dict[str, Any]:
+    def write_log(
+        self, log: Log, start: int, end: int, max_bytes: int, key_index: TableKeyIndex | None = None
+    ) -> dict[str, Any]:
         """Writes `log`'s records over [start, end) as read_committed reads them, up to
         `max_bytes` of log (at a batch boundary). Keys: next_offset, rows, read_bytes,
-        failures (values kept in value_raw), first_failure ((offset, reason) or None)."""
+        failures (values kept in value_raw), first_failure ((offset, reason) or None).
+        `key_index`: the partition's, for an upsert table (one row per key, position deletes
+        for the rows replaced; its changes stand until `key_index.settle`)."""
     def close(self) -> list[dict[str, Any]]:
-        """Closes the files: [{path, day, rows, bytes, contents (bytes, or None when local)}]."""
+        """Closes the files: [{path, day, partition, min_offset, max_offset, rows, bytes,
+        contents (bytes, or None when local), deletes (a position delete file),
+        path_bounds ((first, last) file_path of a delete file, else None)}]."""
     def abort(self) -> None:
         """Drops the commit, removing the local files written so far."""
+
+@final
+class TableKeyIndex:
+    """The key index of one partition of an upsert table (rust/src/table/key_index.rs):
+    each live key's row as (data file, position)."""
+
+    def __new__(cls) -> TableKeyIndex: ...
+    def __len__(self) -> int: ...
+    def add_file(
+        self,
+        path: str,
+        day: int,
+        validity: Buffer | None,
+        offsets: Buffer,
+        data: Buffer,
+        offset: int,
+        length: int,
+        deleted: Buffer,
+    ) -> int:
+        """Adds a data file's live rows from its key column's buffers (a pyarrow
+        BinaryArray's) less the positions deleted (int64 little-endian); returns the rows
+        found superseded."""
+    def settle(self, landed: bool) -> None:
+        """Ends the commit that changed it: keeps its changes if it landed, else undoes them."""
 
 # --- Kafka protocol codec (rust/src/py/protocol.rs) ---
 

@@ -39,6 +39,24 @@ impl BinaryColumn {
         c
     }
 
+    /// Rows.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Row `i`'s bytes (None: null).
+    pub fn get(&self, i: usize) -> Option<&[u8]> {
+        if self.validity[i / 8] & (1 << (i % 8)) == 0 {
+            return None;
+        }
+        let at = |k: usize| i32::from_le_bytes(self.offsets[k * 4..k * 4 + 4].try_into().expect("4 bytes")) as usize;
+        Some(&self.data[at(i)..at(i + 1)])
+    }
+
     fn push(&mut self, v: Option<&[u8]>) -> Result<()> {
         if self.len.is_multiple_of(8) {
             self.validity.push(0);

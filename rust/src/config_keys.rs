@@ -188,6 +188,7 @@ pub const ENGINE_DEFAULTS: &[(&str, &str)] = &[
 /// The broker's other topic-level keys: accepted by the engine, not read by it.
 pub const OTHER_TOPIC_KEYS: &[&str] = &[
     "iceberg.mode",
+    "iceberg.upsert.enable",
     "min.insync.replicas",
     "remote.log.copy.disable",
     "remote.log.delete.on.disable",

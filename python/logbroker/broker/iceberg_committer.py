@@ -23,6 +23,7 @@ segments stay in the log.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import uuid
 
@@ -37,6 +38,7 @@ from logbroker.iceberg.catalog import SETTING_KEYS, CatalogSettings, table_name
 from logbroker.iceberg.table_maintenance import compact_small_files, expire_snapshots
 from logbroker.iceberg.table_tier import TableTier
 from logbroker.iceberg.table_writer import CommitOutcome, PartitionSource, TableWriter
+from logbroker.iceberg.upsert_index import UpsertIndexes
 from logbroker.iceberg.value_schema import ValueSchema
 
 log = logging.getLogger("logbroker.iceberg")
@@ -46,6 +48,16 @@ MAX_ROUNDS = 64  # commits in a row for one topic in one interval (a backlog dra
 MAINTENANCE_EVERY_MS = 10_000
 ERROR_REPEAT_MS = 60_000  # a failure that repeats every interval is logged once a minute
 EXPIRY_EVERY_MS = 3600_000
+
+
+@dataclasses.dataclass
+class TableTopic:
+    """An Iceberg topic with partitions this node leads, as one interval commits it."""
+
+    parts: list[Partition]
+    mode: str  # iceberg.mode
+    tier: bool  # the table is the topic's tier (remote.storage.enable)
+    upsert: bool = False  # iceberg.upsert.enable
 
 
 class IcebergCommitter:
@@ -60,6 +72,7 @@ class IcebergCommitter:
         self._expired: dict[str, int] = {}
         self._errors: dict[str, tuple[str, int]] = {}  # topic -> (last error logged, when)
         self.tier = TableTier(self.held)  # the table as the tier: what the data path reads below the local log
+        self.upsert = UpsertIndexes()  # upsert tables' key indexes, of the partitions this node commits
 
     @property
     def writer(self) -> TableWriter:
@@ -68,13 +81,13 @@ class IcebergCommitter:
             self._writer = TableWriter(CatalogSettings.from_keys(keys, self.config.data_dir))
         return self._writer
 
-    async def commit_all(self, by_topic: dict[str, tuple[list[Partition], str, bool]]) -> None:
-        """One interval's commits: each topic's led partitions (with its iceberg.mode, and
-        whether the table is its tier: remote.storage.enable), topic after topic."""
-        for topic, (parts, mode, tier) in by_topic.items():
+    async def commit_all(self, by_topic: dict[str, TableTopic]) -> None:
+        """One interval's commits: each topic's led partitions, topic after topic."""
+        for topic, t in by_topic.items():
+            parts = t.parts
             try:
                 value_schemas = upto = None
-                if mode == "value_schema_id_prefix":
+                if t.mode == "value_schema_id_prefix":
                     # the offsets first, then the schemas: a record below these offsets was
                     # produced after its schema id was registered, which the registry answers
                     # only once its state has the version (kafka_store.write), so the versions
@@ -83,7 +96,7 @@ class IcebergCommitter:
                     value_schemas = self._value_schemas(topic)
                     if value_schemas is None:
                         continue  # the registry is still reading _schemas: the next interval
-                await trio.to_thread.run_sync(self.commit_topic, topic, parts, value_schemas, upto, tier)
+                await trio.to_thread.run_sync(self.commit_topic, topic, parts, value_schemas, upto, t.tier, t.upsert)
             except IcebergError as e:
                 text = str(e)
                 now = now_ms()
@@ -125,10 +138,12 @@ class IcebergCommitter:
         value_schemas: list[ValueSchema] | None = None,
         upto: dict[int, int] | None = None,
         tier: bool = False,
+        upsert: bool = False,
     ) -> CommitOutcome | None:
         """Commit until the led partitions are in the table up to their last stable offset, or
         up to `upto` (partition -> offset) where given (blocking). `tier`: the table is the
-        topic's tier (iceberg/table_tier.py), told of each round."""
+        topic's tier (iceberg/table_tier.py), told of each round. `upsert`: one row per key
+        (iceberg/upsert_index.py)."""
         parts = [p for p in parts if p.is_leader and not p.deleted]
         if not parts:
             return None
@@ -140,7 +155,9 @@ class IcebergCommitter:
         outcome = None
         races = 0
         for _ in range(MAX_ROUNDS):
-            outcome = self.writer.commit(topic, topic_id, sources, value_schemas=value_schemas)
+            outcome = self.writer.commit(
+                topic, topic_id, sources, value_schemas=value_schemas, upsert=self.upsert if upsert else None
+            )
             if tier:  # first: it compares the table with `held` as of the last round
                 self.tier.after_commit(topic, topic_id, parts, outcome)
             for partition, offset in outcome.positions.items():

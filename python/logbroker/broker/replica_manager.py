@@ -38,7 +38,7 @@ from logbroker import _core
 from logbroker.archive import ArchiveError
 from logbroker.broker import topic_id_checkpoint
 from logbroker.broker.archiver import Archiver
-from logbroker.broker.iceberg_committer import IcebergCommitter
+from logbroker.broker.iceberg_committer import IcebergCommitter, TableTopic
 from logbroker.broker.log_dirs import HW_CHECKPOINT, LogDirs, LogDirsError, partition_dir_name
 from logbroker.broker.partition import Partition
 from logbroker.broker.remote_log_manager import RemoteLogManager
@@ -666,16 +666,18 @@ class ReplicaManager:
 
     async def _iceberg_commit(self) -> None:
         """Commit the new committed records of the Iceberg topics' partitions this node leads."""
-        by_topic: dict[str, tuple[list[Partition], str, bool]] = {}
+        by_topic: dict[str, TableTopic] = {}
         for p in list(self.partitions.values()):
             if p.is_leader and not p.deleted and self._is_table(p.topic):
                 if p.topic not in by_topic:
-                    by_topic[p.topic] = (
+                    upsert = bool(self._topic_config(p.topic, "iceberg.upsert.enable"))
+                    by_topic[p.topic] = TableTopic(
                         [],
                         self._topic_config(p.topic, "iceberg.mode"),
-                        bool(self._topic_config(p.topic, "remote.storage.enable")),
+                        bool(self._topic_config(p.topic, "remote.storage.enable")) and not upsert,
+                        upsert,
                     )
-                by_topic[p.topic][0].append(p)
+                by_topic[p.topic].parts.append(p)
         if by_topic:
             await self.iceberg.commit_all(by_topic)
 
@@ -716,9 +718,12 @@ class ReplicaManager:
                 )
 
     def _table_tier_topic(self, topic: str) -> bool:
-        """The topic's Iceberg table is its tier: iceberg.enable and remote.storage.enable."""
+        """The topic's Iceberg table is its tier: iceberg.enable and remote.storage.enable
+        (never an upsert table's, which does not hold every record)."""
         return topic in self._image.topics and bool(
-            self._is_table(topic) and self._topic_config(topic, "remote.storage.enable")
+            self._is_table(topic)
+            and self._topic_config(topic, "remote.storage.enable")
+            and not self._topic_config(topic, "iceberg.upsert.enable")
         )
 
     def _is_table(self, topic: str) -> bool:

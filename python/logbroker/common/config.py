@@ -1114,9 +1114,15 @@ class BrokerConfig:
         Compacted topics may have remote storage (Kafka refuses them). An Iceberg topic's
         remote storage is its table (logbroker/iceberg/table_tier.py): it needs no remote log
         storage, but a table of raw values (not iceberg.mode=value_schema_id_prefix, whose
-        values are columns)."""
+        values are columns) holding every record (not iceberg.upsert.enable)."""
         if self.topic_value(configs, "remote.storage.enable"):
             table = bool(self.topic_value(configs, "iceberg.enable"))
+            if table and self.topic_value(configs, "iceberg.upsert.enable"):
+                raise ConfigError(
+                    f"topic {topic}: remote.storage.enable=true with iceberg.enable=true makes the table the "
+                    "topic's only long-term copy, which needs every record: not possible with "
+                    "iceberg.upsert.enable=true (the table keeps each key's latest value only)"
+                )
             if table and self.topic_value(configs, "iceberg.mode") == "value_schema_id_prefix":
                 raise ConfigError(
                     f"topic {topic}: remote.storage.enable=true with iceberg.enable=true makes the table the "

@@ -8,7 +8,10 @@ bounded; what is left goes in the next commit), decode it and write Parquet data
 per day partition, with the GIL released; read each file's footer for the table's column
 statistics (pyiceberg's `parquet_file_to_data_file`); append the files and the moved
 position in one snapshot, conditional on the snapshot read. Files of a commit that does not
-land are deleted. With value schemas (iceberg.mode=value_schema_id_prefix), the table's
+land are deleted. An upsert table (iceberg.upsert.enable) keeps one row per key: Rust writes
+only each key's latest record and position deletes of the rows it replaces, found in the
+partition's key index (upsert_index.py), committed with the data files in one snapshot
+(position_deletes.py). With value schemas (iceberg.mode=value_schema_id_prefix), the table's
 value struct first grows to hold every registered version's fields, and Rust decodes each
 value into it (value_schema.py compiles the programs). Python handles files and metadata,
 never records.
@@ -26,6 +29,7 @@ from logbroker.iceberg import IcebergError
 from logbroker.iceberg.catalog import CatalogSettings, load_or_create_table, open_catalog
 from logbroker.iceberg.table_offsets import TablePosition, read_position, table_ident
 from logbroker.iceberg.table_schema import TABLE_PROPERTIES, writer_arrow_schema
+from logbroker.iceberg.upsert_index import UPSERT_PARTITIONS, UpsertIndexes
 from logbroker.iceberg.value_schema import ValueSchema
 
 log = logging.getLogger("logbroker.iceberg")
@@ -55,7 +59,7 @@ class CommitOutcome:
     more: bool = False  # stopped at max_bytes with records left below the last stable offset
     lost_race: bool = False  # another writer committed first; nothing of this one landed
     base_snapshot_id: int | None = None  # the snapshot the commit read (and was conditional on)
-    # the data files it added: {"path", "partition", "min_offset", "max_offset", "rows", ...}
+    # the files it added: {"path", "partition", "min_offset", "max_offset", "rows", "deletes", ...}
     files: list[dict] = dataclasses.field(default_factory=list)
     loaded: object = None  # the pyiceberg Table it read (updated in place by its commit)
 
@@ -89,10 +93,28 @@ class TableWriter:
         *,
         max_bytes: int = MAX_COMMIT_BYTES,
         value_schemas: list[ValueSchema] | None = None,
+        upsert: UpsertIndexes | None = None,
     ) -> CommitOutcome:
         """Append what each source's log holds past the table's position, up to its last
         stable offset, in one conditional snapshot. `value_schemas`: (id, Avro schema text)
-        of every version under `<topic>-value`, newest first, for value_schema_id_prefix."""
+        of every version under `<topic>-value`, newest first, for value_schema_id_prefix.
+        `upsert`: the key indexes of an upsert table (iceberg.upsert.enable): one row per
+        key, the rows replaced deleted by position in the same snapshot (upsert_index.py)."""
+        try:
+            return self._commit(topic, topic_id, sources, max_bytes, value_schemas, upsert)
+        finally:
+            if upsert is not None:
+                upsert.settle_open(topic_id)
+
+    def _commit(
+        self,
+        topic: str,
+        topic_id: str,
+        sources: Sequence[PartitionSource],
+        max_bytes: int,
+        value_schemas: list[ValueSchema] | None,
+        upsert: UpsertIndexes | None,
+    ) -> CommitOutcome:
         from pyiceberg.exceptions import CommitFailedException
 
         values = None
@@ -140,7 +162,8 @@ class TableWriter:
                     more = True
                     break
                 try:
-                    got = files.write_log(src.log, start, stable, budget)
+                    index = upsert.for_commit(table, topic_id, p) if upsert is not None else None
+                    got = files.write_log(src.log, start, stable, budget, index)
                 except (_core.LogBrokerError, _core.TableDataFileError) as e:
                     raise IcebergError(
                         f"table {ident}: reading {topic}-{p} offsets {start}..{stable - 1}: {e}"
@@ -181,13 +204,23 @@ class TableWriter:
             files.abort()
             raise
         try:
-            added = [data_file(table, w) for w in written]
+            added = [data_file(table, w) for w in written if not w["deletes"]]
+            summary = position.summary(topic_id, advanced)
             with table.transaction() as tx:
-                with tx.update_snapshot(
-                    snapshot_properties=position.summary(topic_id, advanced)
-                ).merge_append() as append:
-                    for f in added:
-                        append.append_data_file(f)
+                if upsert is not None:
+                    from logbroker.iceberg.position_deletes import UpsertCommit, delete_file
+
+                    summary[UPSERT_PARTITIONS] = ",".join(str(p) for p in sorted(advanced))
+                    with UpsertCommit(tx, table.io, summary) as append:
+                        for f in added:
+                            append.append_data_file(f)
+                        for w in written:
+                            if w["deletes"]:
+                                append.append_delete_file(delete_file(table, w))
+                else:
+                    with tx.update_snapshot(snapshot_properties=summary).merge_append() as append:
+                        for f in added:
+                            append.append_data_file(f)
         except CommitFailedException as e:
             delete_files(table, written)
             log.info(
@@ -208,6 +241,8 @@ class TableWriter:
                 f"{type(e).__name__}: {e}"
             ) from None
         snapshot = table.current_snapshot()  # the transaction's commit updated `table` in place
+        if upsert is not None:
+            upsert.landed(topic_id, advanced, snapshot.snapshot_id if snapshot else None)
         after = _positions(position, topic_id)
         after.update(advanced)
         return CommitOutcome(

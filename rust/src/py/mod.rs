@@ -66,5 +66,6 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<replication::PyReplicaFetcherManager>()?;
     m.add_class::<remote::PyRemoteStorage>()?;
     m.add_class::<table::PyTableDataFiles>()?;
+    m.add_class::<table::PyTableKeyIndex>()?;
     Ok(())
 }

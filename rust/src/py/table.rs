@@ -9,7 +9,7 @@ use pyo3::types::{PyBytes, PyDict, PyList};
 use super::columnar::{column, program};
 use super::gil::EnterCore;
 use super::log::{extract_bytes, PyLog};
-use crate::table::{data_files, DataFiles, FileSettings, TableError};
+use crate::table::{data_files, DataFiles, FileSettings, KeyIndex, TableError};
 
 #[pyclass(name = "TableDataFiles", module = "logbroker._core", frozen)]
 pub struct PyTableDataFiles {
@@ -69,6 +69,9 @@ impl PyTableDataFiles {
     /// Writes `log`'s records over `[start, end)`, read_committed, up to `max_bytes` of log;
     /// returns `{"next_offset", "rows", "read_bytes", "failures", "first_failure"}`
     /// (first_failure: `(offset, reason)` of a value that did not decode, or None).
+    /// `key_index`: the partition's, for an upsert table (one row per key; the index's
+    /// changes are this commit's until `TableKeyIndex.settle`).
+    #[pyo3(signature = (log, start, end, max_bytes, key_index=None))]
     fn write_log<'py>(
         &self,
         py: Python<'py>,
@@ -76,9 +79,11 @@ impl PyTableDataFiles {
         start: i64,
         end: i64,
         max_bytes: u64,
+        key_index: Option<&PyTableKeyIndex>,
     ) -> PyResult<Bound<'py, PyDict>> {
         let shared = log.shared();
-        let w = py.enter_core(|| self.with(|f| f.write_log(&shared, start, end, max_bytes)))?;
+        let index = key_index.map(|k| Arc::clone(&k.0));
+        let w = py.enter_core(|| self.with(|f| f.write_log(&shared, start, end, max_bytes, index)))?;
         let d = PyDict::new(py);
         d.set_item("next_offset", w.next_offset)?;
         d.set_item("rows", w.rows)?;
@@ -88,8 +93,9 @@ impl PyTableDataFiles {
         Ok(d)
     }
 
-    /// Closes the files; returns `[{"path", "day", "partition", "min_offset", "max_offset", "rows", "bytes", "contents"}]`
-    /// (contents: the file's bytes when the location is not local, else None).
+    /// Closes the files; returns `[{"path", "day", "partition", "min_offset", "max_offset", "rows", "bytes", "contents",
+    /// "deletes", "path_bounds"}]` (contents: the file's bytes when the location is not local, else None; deletes:
+    /// a position delete file, whose rows are `rows` and whose file_path bounds are `path_bounds`).
     fn close<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
         let files = self.take()?;
         let written = py.enter_core(|| files.close())?;
@@ -104,6 +110,8 @@ impl PyTableDataFiles {
             d.set_item("rows", w.rows)?;
             d.set_item("bytes", w.bytes)?;
             d.set_item("contents", w.contents.as_deref().map(|c| PyBytes::new(py, c)))?;
+            d.set_item("deletes", w.deletes)?;
+            d.set_item("path_bounds", w.path_bounds)?;
             out.append(d)?;
         }
         Ok(out)
@@ -115,5 +123,82 @@ impl PyTableDataFiles {
         if let Some(f) = files {
             py.detach(|| f.abort());
         }
+    }
+}
+
+/// The key index of one partition of an upsert table (`crate::table::key_index`).
+#[pyclass(name = "TableKeyIndex", module = "logbroker._core", frozen)]
+pub struct PyTableKeyIndex(Arc<Mutex<KeyIndex>>);
+
+impl PyTableKeyIndex {
+    fn lock(&self) -> std::sync::MutexGuard<'_, KeyIndex> {
+        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+#[pymethods]
+impl PyTableKeyIndex {
+    #[new]
+    fn new() -> Self {
+        PyTableKeyIndex(Arc::new(Mutex::new(KeyIndex::new())))
+    }
+
+    /// Live keys.
+    fn __len__(&self) -> usize {
+        self.lock().len()
+    }
+
+    /// Adds a data file's live rows, rebuilding from the table: its key column as a pyarrow
+    /// BinaryArray's buffers (`validity` None when it has no nulls; `offset` and `length` the
+    /// array's) and the positions its position deletes name (int64, little-endian). Returns
+    /// how many rows it found live under a key a later row holds (the next commit deletes them).
+    #[allow(clippy::too_many_arguments)] // a pyarrow array's buffers, one by one (_core.pyi)
+    #[pyo3(signature = (path, day, validity, offsets, data, offset, length, deleted))]
+    fn add_file(
+        &self,
+        py: Python<'_>,
+        path: &str,
+        day: i32,
+        validity: Option<&Bound<'_, PyAny>>,
+        offsets: &Bound<'_, PyAny>,
+        data: &Bound<'_, PyAny>,
+        offset: usize,
+        length: usize,
+        deleted: &Bound<'_, PyAny>,
+    ) -> PyResult<usize> {
+        let deleted: Vec<u64> = extract_bytes(deleted)?
+            .chunks_exact(8)
+            .map(|b| u64::try_from(i64::from_le_bytes(b.try_into().expect("8 bytes"))).unwrap_or(u64::MAX))
+            .collect();
+        let validity = validity.map(extract_bytes).transpose()?;
+        let offsets = extract_bytes(offsets)?;
+        let data = extract_bytes(data)?;
+        if offsets.len() < (offset + length + 1) * 4 || validity.as_ref().is_some_and(|v| v.len() * 8 < offset + length)
+        {
+            return Err(PyValueError::new_err(format!(
+                "key column of {path}: buffers too short for {length} rows at offset {offset}"
+            )));
+        }
+        let at = |i: usize| {
+            let k = (offset + i) * 4;
+            usize::try_from(i32::from_le_bytes(offsets[k..k + 4].try_into().expect("4 bytes"))).unwrap_or(usize::MAX)
+        };
+        for i in 0..length {
+            if at(i) > at(i + 1) || at(i + 1) > data.len() {
+                return Err(PyValueError::new_err(format!("key column of {path}: bad offsets at row {i}")));
+            }
+        }
+        let valid = |i: usize| validity.as_ref().is_none_or(|v| v[(offset + i) / 8] & (1 << ((offset + i) % 8)) != 0);
+        let keys = (0..length).map(|i| valid(i).then(|| &data[at(i)..at(i + 1)]));
+        let index = Arc::clone(&self.0);
+        Ok(py.detach(|| {
+            index.lock().unwrap_or_else(std::sync::PoisonError::into_inner).add_file(path, day, keys, &deleted)
+        }))
+    }
+
+    /// Ends the commit whose `write_log` changed the index: `landed` keeps its changes,
+    /// otherwise they are undone.
+    fn settle(&self, landed: bool) {
+        self.lock().settle(landed);
     }
 }

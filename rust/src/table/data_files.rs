@@ -17,24 +17,35 @@
 //! fsynced when closed: the commit that follows makes the table refer to it), or kept in
 //! memory for the caller to put to object storage. No file is referred to by the table
 //! until the caller commits it; `abort` removes the local ones.
+//!
+//! Upsert tables (`write_log` with a partition's [`KeyIndex`]): of each key's records in a
+//! decoded stretch only the last is written (none when it is a tombstone, a null value), and
+//! the key's earlier live row, in the table or in this commit's files, gets a position
+//! delete. `close` writes the position deletes as Iceberg position delete files, one per day
+//! partition of the rows they delete (a delete file applies to data files of its partition),
+//! sorted by (file_path, pos) as the spec asks:
+//!
+//!     <data location>/timestamp_day=<YYYY-MM-DD>/<prefix>-deletes-<n:05>.parquet
+//!     columns file_path: string (field id 2147483546), pos: long (field id 2147483545)
 use std::collections::HashMap;
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
-use arrow_array::{Array, Int64Array, RecordBatch, TimestampMicrosecondArray};
-use arrow_schema::{DataType, SchemaRef};
+use arrow_array::{Array, BinaryArray, BooleanArray, Int64Array, RecordBatch, StringArray, TimestampMicrosecondArray};
+use arrow_schema::{DataType, Field, Schema, SchemaRef};
 use parquet::arrow::ArrowWriter;
 use parquet::basic::{Compression, Encoding, GzipLevel, ZstdLevel};
 use parquet::file::properties::WriterProperties;
 use parquet::schema::types::ColumnPath;
 
 use super::error::{Result, TableError};
+use super::key_index::{KeyIndex, RowRef};
 use super::record_arrays::{record_batch, DecodedValues};
 use crate::avro_columns::{self, Column, Program};
 use crate::client::records::AbortedTxn;
-use crate::columnar;
+use crate::columnar::{self, Columns};
 use crate::log::Log;
 
 /// Bytes of log decoded at a time (one Arrow batch). Small enough that the decoded columns
@@ -123,6 +134,10 @@ pub struct WrittenFile {
     pub bytes: u64,
     /// The file, when the location is object storage.
     pub contents: Option<Vec<u8>>,
+    /// A position delete file (upsert tables): its rows name (data file, position).
+    pub deletes: bool,
+    /// A delete file's first and last data file path (its `file_path` bounds).
+    pub path_bounds: Option<(String, String)>,
 }
 
 struct OpenFile {
@@ -170,6 +185,12 @@ pub struct DataFiles {
     done: Vec<WrittenFile>,
     created: Vec<PathBuf>,
     next_file: u32,
+    /// The key index of the partition being written (an upsert table).
+    upsert: Option<Arc<Mutex<KeyIndex>>>,
+    /// Rows to delete, by day partition: (data file path, position).
+    deletes: HashMap<i32, Vec<(String, u64)>>,
+    /// The key indexes this commit has written with (each `begin`s once).
+    begun: Vec<Arc<Mutex<KeyIndex>>>,
 }
 
 impl DataFiles {
@@ -218,15 +239,40 @@ impl DataFiles {
             done: Vec::new(),
             created: Vec::new(),
             next_file: 0,
+            upsert: None,
+            deletes: HashMap::new(),
+            begun: Vec::new(),
         })
     }
 
     /// Reads `log` over `[start, end)` as a read_committed consumer sees it (no control
     /// records, none of aborted transactions) and writes its records, stopping after
     /// `max_bytes` of log (at a batch boundary).
-    pub fn write_log(&mut self, log: &Log, start: i64, end: i64, max_bytes: u64) -> Result<LogWrite> {
+    /// With `upsert` (the partition's key index, in a commit: `KeyIndex::begin`), one row per
+    /// key (see the module doc); `LogWrite::rows` counts the rows written.
+    pub fn write_log(
+        &mut self,
+        log: &Log,
+        start: i64,
+        end: i64,
+        max_bytes: u64,
+        upsert: Option<Arc<Mutex<KeyIndex>>>,
+    ) -> Result<LogWrite> {
         let (topic, partition) = (log.topic().to_owned(), log.partition());
         self.start_partition(partition)?;
+        if let Some(shared) = &upsert {
+            if !self.begun.iter().any(|b| Arc::ptr_eq(b, shared)) {
+                // this commit's first write with the index: its changes are journaled from here
+                self.begun.push(Arc::clone(shared));
+                let mut ix = shared.lock().unwrap_or_else(PoisonError::into_inner);
+                ix.begin();
+                for r in ix.take_superseded() {
+                    let f = ix.file(r.file);
+                    self.deletes.entry(f.day).or_default().push((f.path.clone(), r.pos));
+                }
+            }
+        }
+        self.upsert = upsert;
         let mut out = LogWrite { next_offset: start, ..LogWrite::default() };
         let mut bytes = Vec::new();
         while out.next_offset < end && out.read_bytes < max_bytes {
@@ -264,6 +310,7 @@ impl DataFiles {
                 last: out.next_offset - 1,
                 reason,
             };
+            let keep = self.upsert.clone().map(|ix| self.upsert_rows(&columns, &ix));
             let values = match &self.values {
                 Some(v) => {
                     let c = &columns.value;
@@ -291,11 +338,51 @@ impl DataFiles {
                 }
                 None => None,
             };
-            out.rows += columns.count as u64;
             let batch = record_batch(&self.schema, columns, &topic, partition, values).map_err(bad)?;
+            let batch = match keep {
+                Some(keep) if keep.false_count() > 0 => {
+                    arrow_select::filter::filter_record_batch(&batch, &keep).map_err(|e| bad(e.to_string()))?
+                }
+                _ => batch,
+            };
+            out.rows += batch.num_rows() as u64;
             self.write_batch(&batch)?;
         }
         Ok(out)
+    }
+
+    /// Upsert: which of a decoded stretch's rows are written (each key's last, unless a
+    /// tombstone; every row without a key), and the position deletes of the rows they replace.
+    fn upsert_rows(&mut self, columns: &Columns, ix: &Mutex<KeyIndex>) -> BooleanArray {
+        let n = columns.count;
+        let mut last: HashMap<&[u8], usize> = HashMap::with_capacity(n);
+        for i in 0..n {
+            if let Some(k) = columns.key.get(i) {
+                last.insert(k, i);
+            }
+        }
+        let mut ix = ix.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut keep = Vec::with_capacity(n);
+        for i in 0..n {
+            let Some(k) = columns.key.get(i) else {
+                keep.push(true);
+                continue;
+            };
+            if last.get(k) != Some(&i) {
+                keep.push(false); // a later record of the key in this stretch replaces it
+                continue;
+            }
+            let tombstone = columns.value.get(i).is_none();
+            if let Some(old) = ix.get(k) {
+                let f = ix.file(old.file);
+                self.deletes.entry(f.day).or_default().push((f.path.clone(), old.pos));
+                if tombstone {
+                    ix.set(k, None);
+                }
+            }
+            keep.push(!tombstone);
+        }
+        BooleanArray::from(keep)
     }
 
     /// The rows written next are of Kafka partition `partition`: the files of another one
@@ -355,6 +442,17 @@ impl DataFiles {
             reason: e.to_string(),
         };
         f.writer.write(rows).map_err(|e| failed(e, &f.path))?;
+        if let Some(ix) = &self.upsert {
+            if let Some(keys) = rows.column_by_name("key").and_then(|c| c.as_any().downcast_ref::<BinaryArray>()) {
+                let mut ix = ix.lock().unwrap_or_else(PoisonError::into_inner);
+                let file = ix.file_number(&f.path, day);
+                for (i, k) in keys.iter().enumerate() {
+                    if let Some(k) = k {
+                        ix.set(k, Some(RowRef { file, pos: f.rows + i as u64 }));
+                    }
+                }
+            }
+        }
         if let Some(offsets) = rows.column(self.offset_column).as_any().downcast_ref::<Int64Array>() {
             if !offsets.is_empty() {
                 if f.rows == 0 {
@@ -378,9 +476,17 @@ impl DataFiles {
     fn create(&mut self, day: i32) -> Result<OpenFile> {
         let name = format!("timestamp_day={}/{}-{:05}.parquet", day_string(day), self.prefix, self.next_file);
         self.next_file += 1;
-        let (sink, path) = match &self.location {
+        let (sink, path) = self.sink(&name)?;
+        let writer = ArrowWriter::try_new(sink, Arc::clone(&self.schema), Some(self.props.clone()))
+            .map_err(|e| TableError::Write { path: path.clone(), reason: e.to_string() })?;
+        Ok(OpenFile { writer, path, rows: 0, partition: self.partition, min_offset: -1, max_offset: -1 })
+    }
+
+    /// Where a new file `name` (below the data location) is written, and its path or URL.
+    fn sink(&mut self, name: &str) -> Result<(Sink, String)> {
+        Ok(match &self.location {
             Location::Local { dir, url } => {
-                let path = dir.join(&name);
+                let path = dir.join(name);
                 let made = path.parent().map_or(Ok(()), std::fs::create_dir_all).and_then(|()| File::create(&path));
                 let file =
                     made.map_err(|e| TableError::Write { path: path.display().to_string(), reason: e.to_string() })?;
@@ -388,16 +494,62 @@ impl DataFiles {
                 (Sink::File(BufWriter::with_capacity(1 << 20, file)), format!("{}/{name}", url.trim_end_matches('/')))
             }
             Location::Memory(url) => (Sink::Memory(Vec::new()), format!("{}/{name}", url.trim_end_matches('/'))),
-        };
-        let writer = ArrowWriter::try_new(sink, Arc::clone(&self.schema), Some(self.props.clone()))
-            .map_err(|e| TableError::Write { path: path.clone(), reason: e.to_string() })?;
-        Ok(OpenFile { writer, path, rows: 0, partition: self.partition, min_offset: -1, max_offset: -1 })
+        })
     }
 
-    /// Closes every open file: the commit's files, in the order written.
+    /// Closes every open file: the commit's data files, in the order written, then its
+    /// position delete files (upsert tables).
     pub fn close(mut self) -> Result<Vec<WrittenFile>> {
         self.finish_open()?;
+        let mut deletes: Vec<(i32, Vec<(String, u64)>)> = std::mem::take(&mut self.deletes).into_iter().collect();
+        deletes.sort_by_key(|(day, _)| *day);
+        for (day, mut rows) in deletes {
+            rows.sort_unstable();
+            rows.dedup();
+            let written = self.write_deletes(day, &rows)?;
+            self.done.push(written);
+        }
         Ok(std::mem::take(&mut self.done))
+    }
+
+    /// One position delete file of day partition `day`, rows sorted by (path, pos).
+    fn write_deletes(&mut self, day: i32, rows: &[(String, u64)]) -> Result<WrittenFile> {
+        let field = |name: &str, dt: DataType, id: &str| {
+            Field::new(name, dt, false).with_metadata(HashMap::from([("PARQUET:field_id".to_owned(), id.to_owned())]))
+        };
+        let schema = Arc::new(Schema::new(vec![
+            field("file_path", DataType::Utf8, "2147483546"),
+            field("pos", DataType::Int64, "2147483545"),
+        ]));
+        let paths = StringArray::from_iter_values(rows.iter().map(|(p, _)| p.as_str()));
+        let pos = Int64Array::from_iter_values(rows.iter().map(|(_, p)| i64::try_from(*p).unwrap_or(i64::MAX)));
+        let name = format!("timestamp_day={}/{}-deletes-{:05}.parquet", day_string(day), self.prefix, self.next_file);
+        self.next_file += 1;
+        let (sink, path) = self.sink(&name)?;
+        let failed = |e: parquet::errors::ParquetError, path: &str| TableError::Write {
+            path: path.to_owned(),
+            reason: e.to_string(),
+        };
+        let batch = RecordBatch::try_new(Arc::clone(&schema), vec![Arc::new(paths), Arc::new(pos)])
+            .map_err(|e| TableError::Write { path: path.clone(), reason: e.to_string() })?;
+        let props = WriterProperties::builder()
+            .set_compression(self.settings.compression)
+            .set_created_by(format!("logbroker {}", env!("CARGO_PKG_VERSION")))
+            .build();
+        let mut writer = ArrowWriter::try_new(sink, schema, Some(props)).map_err(|e| failed(e, &path))?;
+        writer.write(&batch).map_err(|e| failed(e, &path))?;
+        let f = OpenFile {
+            writer,
+            path,
+            rows: rows.len() as u64,
+            partition: self.partition,
+            min_offset: -1,
+            max_offset: -1,
+        };
+        let mut written = finish(f, day)?;
+        written.deletes = true;
+        written.path_bounds = Some((rows[0].0.clone(), rows[rows.len() - 1].0.clone()));
+        Ok(written)
     }
 
     /// Drops the commit: removes the local files written (none is in the table).
@@ -428,6 +580,8 @@ fn finish(f: OpenFile, day: i32) -> Result<WrittenFile> {
         rows: f.rows,
         bytes,
         contents,
+        deletes: false,
+        path_bounds: None,
     })
 }
 

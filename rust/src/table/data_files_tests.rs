@@ -142,7 +142,7 @@ fn a_log_is_written_one_file_per_day_with_what_read_committed_reads() {
     let end = log.last_stable_offset();
     let mut files =
         DataFiles::new(kafka_schema(), settings(1 << 30), local(&dir.path().join("data")), "c1".into(), None).unwrap();
-    let w = files.write_log(&log, 0, end, u64::MAX).unwrap();
+    let w = files.write_log(&log, 0, end, u64::MAX, None).unwrap();
     assert_eq!(w.next_offset, end);
     assert_eq!(w.rows, 90);
     let written = files.close().unwrap();
@@ -170,7 +170,7 @@ fn max_bytes_stops_at_a_batch_and_the_next_commit_goes_on_from_there() {
     while start < end {
         let loc = local(&dir.path().join("data"));
         let mut files = DataFiles::new(kafka_schema(), settings(1 << 30), loc, format!("c{commits}"), None).unwrap();
-        let w = files.write_log(&log, start, end, 2_000).unwrap();
+        let w = files.write_log(&log, start, end, 2_000, None).unwrap();
         assert!(w.next_offset > start && w.next_offset % 25 == 0, "stopped inside a batch at {}", w.next_offset);
         start = w.next_offset;
         all.extend(files.close().unwrap());
@@ -191,7 +191,7 @@ fn files_roll_at_the_target_size_and_memory_files_come_back_whole() {
     let mut files =
         DataFiles::new(kafka_schema(), settings(4_000), Location::Memory("s3://b/t/data".into()), "m".into(), None)
             .unwrap();
-    files.write_log(&log, 0, end, u64::MAX).unwrap();
+    files.write_log(&log, 0, end, u64::MAX, None).unwrap();
     let written = files.close().unwrap();
     assert!(written.len() > 1, "no file rolled at 4,000 bytes");
     assert_eq!(written.iter().map(|f| f.rows).sum::<u64>(), 4_000);
@@ -210,7 +210,7 @@ fn abort_removes_the_files_written() {
     append(&log, 10, 1_000, None);
     let data = dir.path().join("data");
     let mut files = DataFiles::new(kafka_schema(), settings(1 << 30), local(&data), "x".into(), None).unwrap();
-    files.write_log(&log, 0, 10, u64::MAX).unwrap();
+    files.write_log(&log, 0, 10, u64::MAX, None).unwrap();
     files.abort();
     let left: Vec<_> = walk(&data);
     assert!(left.is_empty(), "left behind: {left:?}");
@@ -237,7 +237,7 @@ fn a_schema_column_the_broker_does_not_write_is_an_error_naming_it() {
     fields.push(field("region", DataType::Utf8, 40));
     let loc = local(&dir.path().join("data"));
     let mut files = DataFiles::new(Arc::new(Schema::new(fields)), settings(1 << 30), loc, "x".into(), None).unwrap();
-    let e = files.write_log(&log, 0, 3, u64::MAX).unwrap_err().to_string();
+    let e = files.write_log(&log, 0, 3, u64::MAX, None).unwrap_err().to_string();
     assert!(e.contains("t-0 offsets 0..2") && e.contains("region"), "{e}");
 }
 
@@ -287,7 +287,7 @@ fn a_producers_transaction_after_an_aborted_one_in_an_earlier_segment_is_written
     let end = log.last_stable_offset();
     let mut files =
         DataFiles::new(kafka_schema(), settings(1 << 30), local(&dir.path().join("data")), "c".into(), None).unwrap();
-    files.write_log(&log, 0, end, u64::MAX).unwrap();
+    files.write_log(&log, 0, end, u64::MAX, None).unwrap();
     let got = read_back(&files.close().unwrap());
     assert_eq!(got, model((6..206).chain(later..later + 5).map(|o| (o, 1_000))));
 }

@@ -11,13 +11,17 @@
 //! start reads the data files back as record batches (`tier_reader`).
 pub mod data_files;
 pub mod error;
+pub mod key_index;
 pub mod record_arrays;
 pub mod tier_reader;
 
 pub use data_files::{DataFiles, FileSettings, Location, LogWrite, ValueDecoding, WrittenFile};
 pub use error::TableError;
+pub use key_index::KeyIndex;
 
 #[cfg(test)]
 mod data_files_tests;
 #[cfg(test)]
 mod tier_reader_tests;
+#[cfg(test)]
+mod upsert_tests;

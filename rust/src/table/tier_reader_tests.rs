@@ -97,7 +97,7 @@ fn table(dir: &std::path::Path) -> (Log, TableTierView) {
         let mut s = settings(1 << 30);
         s.row_group_bytes = 2_000;
         let mut w = DataFiles::new(kafka_schema(), s, loc, format!("c{n}"), None).unwrap();
-        assert_eq!(w.write_log(&log, from, to, u64::MAX).unwrap().next_offset, to);
+        assert_eq!(w.write_log(&log, from, to, u64::MAX, None).unwrap().next_offset, to);
         files.extend(w.close().unwrap());
     }
     assert!(files.len() >= 4, "two commits over two days: {} files", files.len());

@@ -1,0 +1,193 @@
+"""Upsert tables (`iceberg.upsert.enable=true`; logbroker/iceberg/upsert_index.py,
+rust/src/table/key_index.rs): the table holds one row per record key, the latest; a null value
+deletes the key; records without a key are rows nothing replaces. Checked against a dict
+model of the stream, as pyiceberg reads the table (data files less position deletes),
+within a commit and across commits, and after a restart (the key index rebuilt from the
+table)."""
+
+from __future__ import annotations
+
+import logging
+import random
+from pathlib import Path
+
+import pytest
+from test_iceberg_spark import b as b64
+from test_iceberg_topics import FAST, catalog, end_offset, shared_lake, summary_offsets, wait_for
+
+import logbroker
+from logbroker import Admin, NewTopic, Producer
+from logbroker.client.errors import InvalidConfigError
+
+UPSERT = {"iceberg.enable": "true", "iceberg.upsert.enable": "true"}
+
+
+def produce_updates(bootstrap: str, topic: str, model: dict, rounds: int, keys: int, seed: int) -> None:
+    """`rounds` passes over `keys` keys in a shuffled order, spread over two partitions by
+    key; about one in eight records is a tombstone, one in fifty has no key. `model`:
+    (partition, key) -> latest value, or None once deleted; (partition, None) -> the list of
+    keyless values."""
+    rng = random.Random(seed)
+    with Producer(bootstrap, linger_ms=5) as p:
+        futures = []
+        for r in range(rounds):
+            order = list(range(keys))
+            rng.shuffle(order)
+            for k in order:
+                key = f"key-{k}".encode()
+                part = k % 2
+                if rng.random() < 0.02:
+                    value = f"keyless-{seed}-{r}-{k}".encode()
+                    futures.append(p.send(topic, value, key=None, partition=part))
+                    model.setdefault((part, None), []).append(value)
+                    continue
+                value = None if rng.random() < 0.125 else f"v-{seed}-{r}-{k}".encode()
+                futures.append(p.send(topic, value, key=key, partition=part))
+                model[(part, key)] = value
+        p.flush(60)
+        for f in futures:
+            f.result(10)
+
+
+def table_state(base: Path, topic: str) -> dict:
+    """The table as the model has it, as pyiceberg reads it."""
+    table = catalog(base).load_table(f"logbroker.{topic}")
+    arrow = table.scan(selected_fields=("partition", "key", "value")).to_arrow()
+    state: dict = {}
+    for r in arrow.to_pylist():
+        if r["key"] is None:
+            state.setdefault((r["partition"], None), []).append(r["value"])
+        else:
+            assert (r["partition"], r["key"]) not in state, f"key {r['key']!r} live twice in the table"
+            state[(r["partition"], r["key"])] = r["value"]
+    return state
+
+
+def expected(model: dict) -> dict:
+    out: dict = {}
+    for k, v in model.items():
+        if k[1] is None:
+            out[k] = v
+        elif v is not None:
+            out[k] = v
+    return out
+
+
+def caught_up(bootstrap: str, base: Path, topic: str) -> bool:
+    ends = {p: end_offset(bootstrap, topic, p) for p in (0, 1)}
+    try:
+        return summary_offsets(base, topic) == ends
+    except Exception:
+        return False
+
+
+def settled_state(bootstrap: str, base: Path, topic: str) -> dict:
+    wait_for(lambda: caught_up(bootstrap, base, topic), what="the table's position at the log end")
+    state = table_state(base, topic)
+    for k in state:
+        if k[1] is None:
+            state[k] = sorted(state[k])
+    return state
+
+
+def sorted_keyless(model: dict) -> dict:
+    return {k: (sorted(v) if k[1] is None else v) for k, v in expected(model).items()}
+
+
+def test_the_table_holds_each_keys_latest_value_across_commits_and_a_restart(tmp_path: Path, caplog) -> None:
+    data = tmp_path / "d"
+    base = data / "__iceberg"
+    model: dict = {}
+    with logbroker.Broker(data_dir=data, **FAST) as b:
+        with Admin(b.bootstrap_servers) as admin:
+            admin.create_topics([NewTopic("up", 2, 1, dict(UPSERT))])
+            # the table cannot be such a topic's tier: it does not hold every record
+            with pytest.raises(InvalidConfigError, match="iceberg.upsert.enable"):
+                admin.create_topics([NewTopic("tiered", 1, 1, {**UPSERT, "remote.storage.enable": "true"})])
+        # three passes at once (keys replaced within one commit), then two more, each after
+        # the table caught up (replaced across commits)
+        produce_updates(b.bootstrap_servers, "up", model, 3, 400, seed=1)
+        assert settled_state(b.bootstrap_servers, base, "up") == sorted_keyless(model)
+        for seed in (2, 3):
+            produce_updates(b.bootstrap_servers, "up", model, 1, 400, seed=seed)
+            assert settled_state(b.bootstrap_servers, base, "up") == sorted_keyless(model)
+        table = catalog(base).load_table("logbroker.up")
+        ops = [s.summary.operation.value for s in table.snapshots() if s.summary is not None]
+        assert "overwrite" in ops, ops
+        deletes = sum(int(s.summary.additional_properties.get("added-position-deletes", 0)) for s in table.snapshots())
+        assert deletes > 0, "rows were replaced by position deletes"
+    # a new broker has no key index: it is rebuilt from the table, then kept
+    live = {p: sum(1 for k in expected(model) if k[0] == p and k[1] is not None) for p in (0, 1)}
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="logbroker.iceberg"):
+        with logbroker.Broker(data_dir=data, **FAST) as b:
+            for seed in (4, 5):
+                produce_updates(b.bootstrap_servers, "up", model, 1, 400, seed=seed)
+                assert settled_state(b.bootstrap_servers, base, "up") == sorted_keyless(model)
+    rebuilt = [r.getMessage() for r in caplog.records if "key index of partition" in r.getMessage()]
+    assert len(rebuilt) == 2, rebuilt  # once per partition, not per commit
+    for p in (0, 1):
+        assert any(f"partition {p} rebuilt: {live[p]} live key(s)" in m for m in rebuilt), (live, rebuilt)
+
+
+def test_three_nodes_a_leader_killed_midway_spark_reads_the_latest_value_per_key(iceberg_spark, tmp_path: Path) -> None:
+    """KEYS keys updated ROUNDS times each with tombstones, acks=all and idempotent, on three
+    nodes; the leader of partition 0 is killed midway. Spark's Iceberg runtime and pyiceberg
+    read the table as the dict model of the stream (the new leader rebuilt its key index)."""
+    keys, rounds = 10_000, 10
+    base = tmp_path / "lake"
+    with logbroker.Cluster(3, data_dir=tmp_path / "c", config=shared_lake(base, 300)) as c:
+        bs = c.bootstrap_servers
+        with Admin(bs) as admin:
+            admin.create_topics([NewTopic("cdc", 3, 3, {**UPSERT, "min.insync.replicas": "2"})])
+            leader = admin.describe_topics(["cdc"])["cdc"].partitions[0].leader
+        rng = random.Random(7)
+        model: dict[tuple[int, bytes], bytes | None] = {}
+        with Producer(bs, acks="all", enable_idempotence=True, linger_ms=5) as p:
+            futures = []
+            for r in range(rounds):
+                if r == rounds // 2:
+                    p.flush(60)
+                    c.node(leader).kill()
+                order = list(range(keys))
+                rng.shuffle(order)
+                for k in order:
+                    key = f"key-{k}".encode()
+                    value = None if rng.random() < 0.1 else f"v{r}-{k}".encode()
+                    futures.append(p.send("cdc", value, key=key, partition=k % 3))
+                    model[(k % 3, key)] = value
+            p.flush(120)
+            for f in futures:
+                f.result(30)
+        survivor = next(n for n in c.nodes if n.node_id != leader)
+        ends = {part: end_offset(survivor.bootstrap_servers, "cdc", part) for part in range(3)}
+        want = {k: v for k, v in model.items() if v is not None}
+
+        def at_end() -> bool:
+            try:
+                return summary_offsets(base, "cdc") == ends
+            except Exception:
+                return False
+
+        wait_for(at_end, timeout=120, what="the table's position at the log end")
+        new_leader = next(n for n in c.nodes if n.node_id != leader and "key index of partition 0" in n.log_text())
+        assert new_leader.node_id != leader
+        table = catalog(base).load_table("logbroker.cdc")
+        got = {
+            (r["partition"], r["key"]): r["value"]
+            for r in table.scan().to_arrow().select(["partition", "key", "value"]).to_pylist()
+        }
+        assert got == want
+        out = iceberg_spark(
+            "--db",
+            str(base / "catalog.db"),
+            "--warehouse",
+            str(base / "warehouse"),
+            "--table",
+            "logbroker.cdc",
+            "--select",
+            "partition,key,value",
+        )
+    spark = {(r["partition"], b64(r["key"])): b64(r["value"]) for r in out["table"]}
+    assert len(out["table"]) == len(spark) == len(want), "one row per live key"
+    assert spark == want
