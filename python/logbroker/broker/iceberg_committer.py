@@ -180,7 +180,7 @@ class IcebergCommitter:
             if not outcome.more:
                 break
         if any(p.index == 0 for p in parts):
-            self.maintain(topic, value_schemas)
+            self.maintain(topic, value_schemas, upsert)
         return outcome
 
     def adopt_tier_views(self, topic: str, parts: list[Partition]) -> None:
@@ -200,8 +200,9 @@ class IcebergCommitter:
             raise IcebergError(f"reading table {ident} of topic {topic}: {type(e).__name__}: {e}") from None
         self.tier.adopt(topic, topic_id_text(parts[0].topic_id), parts, table)
 
-    def maintain(self, topic: str, value_schemas: list[ValueSchema] | None = None) -> None:
-        """Compaction and expiry of the topic's table, when due (blocking)."""
+    def maintain(self, topic: str, value_schemas: list[ValueSchema] | None = None, upsert: bool = False) -> None:
+        """Compaction and expiry of the topic's table, when due (blocking); `upsert`: files
+        with position deletes are compacted with the deletes applied."""
         now = now_ms()
         if now - self._maintained.get(topic, 0) < MAINTENANCE_EVERY_MS:
             return
@@ -211,7 +212,7 @@ class IcebergCommitter:
                 table, _ = self.writer.value_table(topic, value_schemas)
             else:
                 table = self.writer.table(topic)
-            if compact_small_files(table) is not None:
+            if compact_small_files(table, upsert) is not None:
                 table = table.refresh()
             if now - self._expired.get(topic, 0) >= EXPIRY_EVERY_MS:
                 self._expired[topic] = now

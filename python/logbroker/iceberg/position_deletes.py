@@ -1,5 +1,6 @@
-"""Committing an upsert table's position delete files with its data files in one snapshot
-(pyiceberg 0.12 appends data files only, so the delete manifest is written here).
+"""Committing an upsert table's position delete files with its data files in one snapshot,
+and removing them in a compaction that applied them (pyiceberg 0.12 appends and removes data
+files only, so delete manifests are written here: UpsertCommit, RewriteFiles).
 
 Iceberg v2: a position delete file lists (file_path, pos) of deleted rows; it is listed in a
 manifest of content `deletes`, and applies to the data files of its partition whose data
@@ -26,7 +27,7 @@ from pyiceberg.manifest import (
     ManifestWriterV2,
 )
 from pyiceberg.table.snapshots import Operation
-from pyiceberg.table.update.snapshot import _MergeAppendFiles
+from pyiceberg.table.update.snapshot import _MergeAppendFiles, _SnapshotProducer
 from pyiceberg.typedef import Record
 
 FILE_PATH_FIELD_ID = 2147483546
@@ -105,3 +106,68 @@ def delete_file(table, written: dict) -> DataFile:
         equality_ids=None,
         key_metadata=None,
     )
+
+
+class RewriteFiles(_SnapshotProducer):
+    """A snapshot that removes data files and position delete files and adds data files (a
+    compaction with the deletes applied; operation overwrite, as the broker's compactions
+    are). Manifests that list a removed file are written again with it as DELETED and the
+    rest EXISTING, each in a manifest of its own content; the others are kept as they are."""
+
+    def __init__(self, transaction, io, snapshot_properties: dict[str, str], removed: set[str]) -> None:
+        super().__init__(Operation.OVERWRITE, transaction, io, snapshot_properties=snapshot_properties)
+        self._removed = removed
+
+    def _deleted_entries(self) -> list[ManifestEntry]:
+        return []  # written into the rewritten manifests (_existing_manifests)
+
+    def _existing_manifests(self) -> list[ManifestFile]:
+        metadata = self._transaction.table_metadata
+        parent = metadata.snapshot_by_id(self._parent_snapshot_id) if self._parent_snapshot_id is not None else None
+        if parent is None:
+            return []
+        out: list[ManifestFile] = []
+        found: set[str] = set()
+        for manifest in parent.manifests(io=self._io):
+            entries = manifest.fetch_manifest_entry(io=self._io, discard_deleted=True)
+            if not any(e.data_file.file_path in self._removed for e in entries):
+                out.append(manifest)
+                continue
+            spec = self.spec(manifest.partition_spec_id)
+            output = self.new_manifest_output()
+            writer_class = _DeleteManifestWriter if manifest.content == ManifestContent.DELETES else ManifestWriterV2
+            with writer_class(spec, self.schema(), output, self._snapshot_id, self._compression) as writer:
+                for e in entries:
+                    gone = e.data_file.file_path in self._removed
+                    if gone:
+                        found.add(e.data_file.file_path)
+                        self._deleted_data_files.add(e.data_file)
+                    writer.add_entry(
+                        ManifestEntry.from_args(
+                            status=ManifestEntryStatus.DELETED if gone else ManifestEntryStatus.EXISTING,
+                            snapshot_id=self._snapshot_id if gone else e.snapshot_id,
+                            sequence_number=e.sequence_number,
+                            file_sequence_number=e.file_sequence_number,
+                            data_file=e.data_file,
+                        )
+                    )
+            out.append(writer.to_manifest_file())
+        if found != self._removed:
+            raise ValueError(f"files to remove not in snapshot {parent.snapshot_id}: {sorted(self._removed - found)}")
+        return out
+
+
+def applied_delete_files(io, tasks: list) -> set[str]:
+    """The position delete files of `tasks` that name only the tasks' data files (a
+    compaction that rewrites those files applied them all, so they can go)."""
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    rewritten = {task.file.file_path for task in tasks}
+    out = set()
+    for path in {d.file_path for task in tasks for d in task.delete_files}:
+        with io.new_input(path).open() as stream:
+            named = pc.unique(pq.read_table(stream, columns=["file_path"]).column("file_path")).to_pylist()
+        if set(named) <= rewritten:
+            out.add(path)
+    return out

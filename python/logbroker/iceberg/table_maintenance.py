@@ -31,6 +31,7 @@ import datetime
 import logging
 
 from logbroker.iceberg.table_offsets import read_position, table_ident
+from logbroker.iceberg.upsert_index import UPSERT_PARTITIONS
 
 log = logging.getLogger("logbroker.iceberg")
 
@@ -38,6 +39,9 @@ PARTITION_FIELD_ID = 4  # table_schema.py
 SMALL_FILE_BYTES = 16 << 20
 MIN_SMALL_FILES = 16
 MAX_REWRITE_BYTES = 256 << 20
+# an upsert table's files are rewritten with their position deletes applied once these
+# (may) delete this share of their rows
+DELETED_SHARE = 0.1
 DEFAULT_MAX_SNAPSHOT_AGE_MS = 5 * 24 * 3600 * 1000
 
 
@@ -49,16 +53,25 @@ class Compaction:
     snapshot_id: int | None
 
 
-def small_file_groups(table) -> list[list]:
+def small_file_groups(table, upsert: bool = False) -> list[list]:
     """FileScanTasks of small files, grouped by table partition and Kafka partition (a data
     file holds one Kafka partition, which the table as the tier relies on:
-    logbroker/iceberg/table_tier.py), largest groups first."""
+    logbroker/iceberg/table_tier.py), largest groups first. `upsert`: files with position
+    deletes are taken too, whatever their size, and their groups first (upsert_groups)."""
     groups: dict[tuple, list] = {}
     for task in table.scan().plan_files():
         f = task.file
-        if f.file_size_in_bytes < SMALL_FILE_BYTES and not task.delete_files:
+        if (f.file_size_in_bytes < SMALL_FILE_BYTES and not task.delete_files) or (upsert and task.delete_files):
             groups.setdefault((f.spec_id, repr(f.partition), kafka_partition(f)), []).append(task)
-    return sorted(groups.values(), key=len, reverse=True)
+    return sorted(groups.values(), key=lambda g: (upsert and _deleted_share(g) >= DELETED_SHARE, len(g)), reverse=True)
+
+
+def _deleted_share(group: list) -> float:
+    """Position deletes that may apply to a group's files, over their rows (an upper bound:
+    a delete file may name other files too)."""
+    deletes = {d.file_path: d.record_count for task in group for d in task.delete_files}
+    rows = sum(task.file.record_count for task in group)
+    return sum(deletes.values()) / rows if rows else 0.0
 
 
 def kafka_partition(data_file) -> int | None:
@@ -69,16 +82,22 @@ def kafka_partition(data_file) -> int | None:
     return int.from_bytes(lo, "little", signed=True) if lo is not None and lo == hi else None
 
 
-def compact_small_files(table) -> Compaction | None:
+def compact_small_files(table, upsert: bool = False) -> Compaction | None:
     """One compaction of the partition with the most small files, if it has enough (None:
-    nothing to do, or the table's position is not the broker's, or a lost race)."""
+    nothing to do, or the table's position is not the broker's, or a lost race). `upsert`
+    (an upsert table): first the files whose position deletes remove a tenth of their rows or
+    more, written again with the deletes applied; the delete files that name only files so
+    rewritten are removed in the same snapshot."""
     import pyarrow as pa
     from pyiceberg.exceptions import CommitFailedException
     from pyiceberg.expressions import AlwaysTrue
     from pyiceberg.io.pyarrow import ArrowScan, _dataframe_to_data_files
 
-    groups = small_file_groups(table)
-    if not groups or len(groups[0]) < MIN_SMALL_FILES:
+    groups = small_file_groups(table, upsert)
+    if not groups:
+        return None
+    deleting = upsert and _deleted_share(groups[0]) >= DELETED_SHARE
+    if not deleting and len(groups[0]) < MIN_SMALL_FILES:
         return None
     position = read_position(table)
     if position.topic_id is None:
@@ -89,7 +108,7 @@ def compact_small_files(table) -> Compaction | None:
             break
         picked.append(task)
         size += task.file.file_size_in_bytes
-    if len(picked) < 2:
+    if len(picked) < (1 if deleting else 2):
         return None
     rows: pa.Table = ArrowScan(table.metadata, table.io, table.schema(), AlwaysTrue()).to_table(picked)
     rows = rows.sort_by([("partition", "ascending"), ("offset", "ascending")])
@@ -97,12 +116,27 @@ def compact_small_files(table) -> Compaction | None:
     added = 0
     try:
         with table.transaction() as tx:
-            with tx.update_snapshot(snapshot_properties=summary).overwrite() as overwrite:
-                for task in picked:
-                    overwrite.delete_data_file(task.file)
-                for data_file in _dataframe_to_data_files(tx.table_metadata, rows, table.io, overwrite.commit_uuid):
-                    overwrite.append_data_file(data_file)
-                    added += 1
+            if any(task.delete_files for task in picked):
+                from logbroker.iceberg.position_deletes import RewriteFiles, applied_delete_files
+
+                removed = {task.file.file_path for task in picked}
+                removed |= applied_delete_files(table.io, picked)
+                # the Kafka partition whose rows moved: its leader's key index is rebuilt
+                # (unnamed, every partition's is)
+                moved = kafka_partition(picked[0].file)
+                if moved is not None:
+                    summary[UPSERT_PARTITIONS] = str(moved)
+                with RewriteFiles(tx, table.io, summary, removed) as rewrite:
+                    for data_file in _dataframe_to_data_files(tx.table_metadata, rows, table.io, rewrite.commit_uuid):
+                        rewrite.append_data_file(data_file)
+                        added += 1
+            else:
+                with tx.update_snapshot(snapshot_properties=summary).overwrite() as overwrite:
+                    for task in picked:
+                        overwrite.delete_data_file(task.file)
+                    for data_file in _dataframe_to_data_files(tx.table_metadata, rows, table.io, overwrite.commit_uuid):
+                        overwrite.append_data_file(data_file)
+                        added += 1
     except CommitFailedException as e:
         log.info(
             "table %s: compaction of %d files lost a race to a commit (%s); the next round tries again",

@@ -5,10 +5,11 @@ A commit to an upsert table needs, for each partition it writes, an index of tha
 partition's live keys as of the snapshot it commits on. This node keeps the index of each
 partition it has committed, with the snapshot it is true at (`as_of`): its own last commit
 of the partition, or the snapshot a rebuild read. Before a commit the index is checked
-against the table: every snapshot after `as_of` must be a broker commit (summary
-`logbroker.upsert.partitions`) that did not write this partition; otherwise (another node
-led the partition meanwhile, a compaction rewrote files, someone else wrote, `as_of` is no
-longer in the history) the index is rebuilt from the table: each live data file of the
+against the table: every snapshot after `as_of` must be the broker's (summary
+`logbroker.upsert.partitions`: the Kafka partitions whose rows it wrote or moved, a commit's
+or a compaction's) and not name this partition; otherwise (another node led the partition
+meanwhile, a compaction rewrote its files, someone else wrote, `as_of` is no longer in the
+history) the index is rebuilt from the table: each live data file of the
 partition, in offset order, read for its key column, less the positions its position
 deletes name. Building costs one read of the partition's key column; a leader keeps its
 index, so that is paid once per leadership, not per commit.
@@ -28,7 +29,8 @@ from logbroker.iceberg.table_offsets import table_ident
 
 log = logging.getLogger("logbroker.iceberg")
 
-# summary property of the broker's upsert commits: the partitions they wrote, "0,3,7"
+# summary property of the broker's snapshots of an upsert table: the Kafka partitions whose
+# rows they wrote (a commit) or moved (a compaction), "0,3,7"
 UPSERT_PARTITIONS = "logbroker.upsert.partitions"
 PARTITION_COLUMN = "partition"
 KEY_COLUMN = "key"
@@ -42,7 +44,10 @@ def written_partitions(snapshot) -> set[int] | None:
     raw = props.get(UPSERT_PARTITIONS)
     if raw is None:
         return None
-    return {int(p) for p in raw.split(",") if p}
+    try:
+        return {int(p) for p in raw.split(",") if p}
+    except ValueError:
+        return None  # not ours to read: as if another writer's
 
 
 class UpsertIndexes:

@@ -22,8 +22,8 @@
 //! decoded stretch only the last is written (none when it is a tombstone, a null value), and
 //! the key's earlier live row, in the table or in this commit's files, gets a position
 //! delete. `close` writes the position deletes as Iceberg position delete files, one per day
-//! partition of the rows they delete (a delete file applies to data files of its partition),
-//! sorted by (file_path, pos) as the spec asks:
+//! partition (a delete file applies to data files of its partition) and Kafka partition of
+//! the rows they delete, sorted by (file_path, pos) as the spec asks:
 //!
 //!     <data location>/timestamp_day=<YYYY-MM-DD>/<prefix>-deletes-<n:05>.parquet
 //!     columns file_path: string (field id 2147483546), pos: long (field id 2147483545)
@@ -187,8 +187,8 @@ pub struct DataFiles {
     next_file: u32,
     /// The key index of the partition being written (an upsert table).
     upsert: Option<Arc<Mutex<KeyIndex>>>,
-    /// Rows to delete, by day partition: (data file path, position).
-    deletes: HashMap<i32, Vec<(String, u64)>>,
+    /// Rows to delete, by day partition and Kafka partition: (data file path, position).
+    deletes: HashMap<(i32, i32), Vec<(String, u64)>>,
     /// The key indexes this commit has written with (each `begin`s once).
     begun: Vec<Arc<Mutex<KeyIndex>>>,
 }
@@ -268,7 +268,7 @@ impl DataFiles {
                 ix.begin();
                 for r in ix.take_superseded() {
                     let f = ix.file(r.file);
-                    self.deletes.entry(f.day).or_default().push((f.path.clone(), r.pos));
+                    self.deletes.entry((f.day, partition)).or_default().push((f.path.clone(), r.pos));
                 }
             }
         }
@@ -375,7 +375,7 @@ impl DataFiles {
             let tombstone = columns.value.get(i).is_none();
             if let Some(old) = ix.get(k) {
                 let f = ix.file(old.file);
-                self.deletes.entry(f.day).or_default().push((f.path.clone(), old.pos));
+                self.deletes.entry((f.day, self.partition)).or_default().push((f.path.clone(), old.pos));
                 if tombstone {
                     ix.set(k, None);
                 }
@@ -501,19 +501,21 @@ impl DataFiles {
     /// position delete files (upsert tables).
     pub fn close(mut self) -> Result<Vec<WrittenFile>> {
         self.finish_open()?;
-        let mut deletes: Vec<(i32, Vec<(String, u64)>)> = std::mem::take(&mut self.deletes).into_iter().collect();
-        deletes.sort_by_key(|(day, _)| *day);
-        for (day, mut rows) in deletes {
+        let mut deletes: Vec<_> = std::mem::take(&mut self.deletes).into_iter().collect();
+        deletes.sort_by_key(|(at, _)| *at);
+        for ((day, partition), mut rows) in deletes {
             rows.sort_unstable();
             rows.dedup();
-            let written = self.write_deletes(day, &rows)?;
+            let written = self.write_deletes(day, partition, &rows)?;
             self.done.push(written);
         }
         Ok(std::mem::take(&mut self.done))
     }
 
-    /// One position delete file of day partition `day`, rows sorted by (path, pos).
-    fn write_deletes(&mut self, day: i32, rows: &[(String, u64)]) -> Result<WrittenFile> {
+    /// One position delete file of day partition `day` naming rows of Kafka partition
+    /// `partition` (as a data file holds one, so does a delete file: a compaction of the
+    /// partition's files removes it), rows sorted by (path, pos).
+    fn write_deletes(&mut self, day: i32, partition: i32, rows: &[(String, u64)]) -> Result<WrittenFile> {
         let field = |name: &str, dt: DataType, id: &str| {
             Field::new(name, dt, false).with_metadata(HashMap::from([("PARQUET:field_id".to_owned(), id.to_owned())]))
         };
@@ -538,14 +540,7 @@ impl DataFiles {
             .build();
         let mut writer = ArrowWriter::try_new(sink, schema, Some(props)).map_err(|e| failed(e, &path))?;
         writer.write(&batch).map_err(|e| failed(e, &path))?;
-        let f = OpenFile {
-            writer,
-            path,
-            rows: rows.len() as u64,
-            partition: self.partition,
-            min_offset: -1,
-            max_offset: -1,
-        };
+        let f = OpenFile { writer, path, rows: rows.len() as u64, partition, min_offset: -1, max_offset: -1 };
         let mut written = finish(f, day)?;
         written.deletes = true;
         written.path_bounds = Some((rows[0].0.clone(), rows[rows.len() - 1].0.clone()));
