@@ -194,6 +194,19 @@ def test_three_nodes_a_leader_killed_midway_spark_reads_the_latest_value_per_key
             for r in table.scan().to_arrow().select(["partition", "key", "value"]).to_pylist()
         }
         assert got == want
+        # files compacted with their deletes applied (by this or by the broker's upkeep):
+        # Spark reads the manifests that removed them as pyiceberg does
+        for _ in range(8):
+            if compact_small_files(catalog(base).load_table("logbroker.cdc"), upsert=True) is None:
+                break
+        table = catalog(base).load_table("logbroker.cdc")
+        removed = [s.summary.additional_properties.get("removed-delete-files") for s in table.snapshots()]
+        assert any(r not in (None, "0") for r in removed), "no compaction removed delete files"
+        got = {
+            (r["partition"], r["key"]): r["value"]
+            for r in table.scan().to_arrow().select(["partition", "key", "value"]).to_pylist()
+        }
+        assert got == want
         out = iceberg_spark(
             "--db",
             str(base / "catalog.db"),
