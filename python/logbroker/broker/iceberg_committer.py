@@ -148,6 +148,8 @@ class IcebergCommitter:
         if not parts:
             return None
         topic_id = topic_id_text(parts[0].topic_id)
+        if upsert:  # the indexes of partitions led elsewhere now go (a rebuild if they come back)
+            self.upsert.retain(topic_id, {p.index for p in parts})
         sources = [
             PartitionSource(p.index, p.log, lambda p=p: p.is_leader and not p.deleted, (upto or {}).get(p.index))
             for p in parts

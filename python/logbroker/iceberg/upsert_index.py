@@ -51,44 +51,48 @@ def written_partitions(snapshot) -> set[int] | None:
 
 
 class UpsertIndexes:
-    """The key indexes of the upsert partitions this node commits, by (topic id, partition)."""
+    """The key indexes of the upsert partitions this node commits, by topic id and partition."""
 
     def __init__(self) -> None:
-        self._indexes: dict[tuple[str, int], tuple[_core.TableKeyIndex, int | None]] = {}
+        # topic id -> partition -> (index, the snapshot it is true at)
+        self._indexes: dict[str, dict[int, tuple[_core.TableKeyIndex, int | None]]] = {}
 
     def for_commit(self, table, topic_id: str, partition: int) -> _core.TableKeyIndex:
         """The partition's index, true as of the table's current snapshot (rebuilt if not)."""
-        key = (topic_id, partition)
-        have = self._indexes.get(key)
+        mine = self._indexes.setdefault(topic_id, {})
+        have = mine.get(partition)
         current = table.current_snapshot()
         current_id = current.snapshot_id if current is not None else None
         if have is not None and _unchanged_since(table, have[1], current_id, partition):
             return have[0]
         index = rebuild(table, partition)
-        self._indexes[key] = (index, current_id)
+        mine[partition] = (index, current_id)
         return index
 
     def landed(self, topic_id: str, partitions, snapshot_id: int | None) -> None:
         """A commit that wrote `partitions` landed as `snapshot_id`."""
+        mine = self._indexes.get(topic_id, {})
         for p in partitions:
-            have = self._indexes.get((topic_id, p))
+            have = mine.get(p)
             if have is not None:
                 have[0].settle(True)
-                self._indexes[(topic_id, p)] = (have[0], snapshot_id)
+                mine[p] = (have[0], snapshot_id)
 
     def settle_open(self, topic_id: str) -> None:
         """After a commit of the topic, landed or not: an index it changed and `landed` did
         not settle is put back as it was (the commit did not land)."""
-        for (tid, _), (index, _) in self._indexes.items():
-            if tid == topic_id:
-                index.settle(False)
+        for index, _ in self._indexes.get(topic_id, {}).values():
+            index.settle(False)
 
-    def drop(self, topic_id: str, partition: int) -> None:
-        """This node no longer commits the partition."""
-        self._indexes.pop((topic_id, partition), None)
+    def retain(self, topic_id: str, partitions: set[int]) -> None:
+        """Keep the topic's indexes of `partitions` only (those this node still commits)."""
+        mine = self._indexes.get(topic_id)
+        if mine is not None and len(mine) > len(partitions):
+            for p in [p for p in mine if p not in partitions]:
+                del mine[p]
 
     def __len__(self) -> int:
-        return len(self._indexes)
+        return sum(len(m) for m in self._indexes.values())
 
 
 def _unchanged_since(table, as_of: int | None, current: int | None, partition: int) -> bool:
