@@ -670,12 +670,11 @@ class ReplicaManager:
         for p in list(self.partitions.values()):
             if p.is_leader and not p.deleted and self._is_table(p.topic):
                 if p.topic not in by_topic:
-                    upsert = bool(self._topic_config(p.topic, "iceberg.upsert.enable"))
                     by_topic[p.topic] = TableTopic(
                         [],
                         self._topic_config(p.topic, "iceberg.mode"),
-                        bool(self._topic_config(p.topic, "remote.storage.enable")) and not upsert,
-                        upsert,
+                        p.topic in self._tier_topics,
+                        bool(self._topic_config(p.topic, "iceberg.upsert.enable")),
                     )
                 by_topic[p.topic].parts.append(p)
         if by_topic:
