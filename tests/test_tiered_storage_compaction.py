@@ -24,17 +24,22 @@ COMPACTED = {
 
 
 def cleaned_local(part_dir: Path) -> dict[int, bytes]:
-    """The partition's rolled segments entirely below the cleaner checkpoint: base -> bytes."""
+    """The partition's rolled segments entirely below the cleaner checkpoint: base -> bytes
+    ({} when retention or the cleaner removed a segment between the listing and the read:
+    callers poll)."""
     ck = part_dir / "cleaner-offset-checkpoint"
     if not ck.exists():
         return {}
     checkpoint = int(ck.read_text().split()[1])
     bases = sorted(int(f.stem) for f in part_dir.glob("*.log"))
-    return {
-        b: (part_dir / f"{b:020d}.log").read_bytes()
-        for b, nxt in zip(bases, bases[1:], strict=False)
-        if nxt <= checkpoint and (part_dir / f"{b:020d}.log").stat().st_size > 0
-    }
+    try:
+        return {
+            b: (part_dir / f"{b:020d}.log").read_bytes()
+            for b, nxt in zip(bases, bases[1:], strict=False)
+            if nxt <= checkpoint and (part_dir / f"{b:020d}.log").stat().st_size > 0
+        }
+    except FileNotFoundError:
+        return {}
 
 
 def remote_copies(remote: Path, topic: str) -> dict[str, bytes]:
