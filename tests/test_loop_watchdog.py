@@ -1,10 +1,12 @@
 """The event-loop watchdog (broker/loop_watchdog.py): a call that blocks the trio loop is
-reported with the frame it blocks in, once per stall, then the stall's length; a loop that
-runs is never reported."""
+reported with the frame it blocks in, once per stall, then the stall's length; a call that
+keeps the GIL is reported as a process stall, with every thread's stack on stderr; a loop
+that runs is never reported."""
 
 from __future__ import annotations
 
 import logging
+import sys
 import time
 
 import trio
@@ -57,3 +59,32 @@ def test_a_loop_that_runs_is_not_reported(caplog) -> None:
     with caplog.at_level(logging.WARNING, logger="logbroker.loop"):
         dog = run_with_watchdog(body)
     assert dog.stalls == 0 and not caplog.records, caplog.text
+
+
+def _keep_the_gil(seconds: float) -> None:
+    """Pure Python that keeps the GIL (the switch interval raised above `seconds`), as a
+    Rust call that does not release it would."""
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        pass
+
+
+def test_a_call_that_keeps_the_gil_is_reported_with_every_threads_stack(caplog, capfd) -> None:
+    async def body() -> None:
+        await trio.sleep(0.2)
+        before = sys.getswitchinterval()
+        sys.setswitchinterval(10.0)
+        try:
+            _keep_the_gil(2.5)
+        finally:
+            sys.setswitchinterval(before)
+
+    with caplog.at_level(logging.WARNING, logger="logbroker.loop"):
+        dog = run_with_watchdog(body)
+    stalled = [r.getMessage() for r in caplog.records if "no Python thread of this process ran" in r.getMessage()]
+    assert len(stalled) == 1 and dog.process_stalls == 1, caplog.text
+    ran = float(stalled[0].split("ran for ")[1].split(" s")[0])
+    assert 1.5 <= ran <= 4.0, stalled[0]
+    # faulthandler's C thread wrote the stacks while the call still kept the GIL (at 1.5 s)
+    err = capfd.readouterr().err
+    assert "Thread 0x" in err and "in _keep_the_gil" in err, err

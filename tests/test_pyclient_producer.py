@@ -5,6 +5,8 @@ response, timeouts and errors."""
 
 from __future__ import annotations
 
+import re
+import socket
 import threading
 
 import confluent_kafka as ck
@@ -151,10 +153,24 @@ def test_idempotent_retry_after_a_dropped_response_has_no_duplicates(broker):
     assert {(m.partition, m.offset) for m in metas if m.offset >= 0} <= {(r.partition, r.offset) for r in got}
 
 
-def test_metadata_timeout_names_the_topic(broker):
+def test_metadata_timeout_names_the_topic_and_what_the_broker_said(broker):
     with logbroker.Producer(broker.bootstrap_servers, max_block_ms=300, allow_auto_create_topics=False) as p:
-        with pytest.raises(logbroker.KafkaTimeoutError, match="'nope'"):
+        with pytest.raises(logbroker.KafkaTimeoutError, match="'nope'") as e:
             p.send("nope", b"v")
+    assert re.search(r"(\d+) metadata request\(s\) sent, \1 answered", str(e.value)), e.value
+    assert "nope: UNKNOWN_TOPIC_OR_PARTITION" in str(e.value)
+
+
+def test_metadata_timeout_names_the_request_a_silent_broker_left_unanswered():
+    """A listener that accepts and never answers (a stalled broker): the timeout says no
+    metadata request was answered, and why the last one failed."""
+    with socket.create_server(("127.0.0.1", 0)) as silent:
+        port = silent.getsockname()[1]
+        with logbroker.Producer(f"127.0.0.1:{port}", max_block_ms=1500, request_timeout_ms=400) as p:
+            with pytest.raises(logbroker.KafkaTimeoutError, match="'t'") as e:
+                p.send("t", b"v")
+    assert re.search(r"[1-9]\d* metadata request\(s\) sent, 0 answered", str(e.value)), e.value
+    assert "got no response within request.timeout.ms=400" in str(e.value), e.value
 
 
 def test_delivery_timeout_when_the_broker_is_gone(tmp_path):

@@ -7,12 +7,20 @@ long Rust call that keeps the GIL) stalls the whole control plane while the data
 on: clients see requests time out and nothing in the log says why. A trio task stamps the
 time every `TICK_S`; a plain thread looks every `TICK_S` and, once the stamp is `STALL_S`
 old, logs where the trio thread is (`sys._current_frames`, the frame it is blocked in), once
-per stall, then how long the stall lasted when the loop runs again. The thread needs the GIL
-to look: a call that keeps the GIL is reported when it returns, with the stall's length.
+per stall, then how long the stall lasted when the loop runs again.
+
+The thread needs the GIL to look, so a call that keeps the GIL (a Rust call that does not
+release it while it waits or works) stops every Python thread, the watchdog's too, and may
+end before the trio loop is seen late. Two things report it: the watching thread notices
+its own sleep ran `STALL_S` late ("no Python thread ... ran"), and, armed by the watching
+threads at most once a second, `faulthandler.dump_traceback_later` (a C thread that needs no
+GIL) writes the stack of every thread to stderr (fd 2) when no watcher has run for
+`STALL_S + 1` seconds: the thread in the call that keeps the GIL is the one not waiting.
 """
 
 from __future__ import annotations
 
+import faulthandler
 import logging
 import sys
 import threading
@@ -29,6 +37,39 @@ TICK_S = 0.25
 STALL_S = 5.0
 
 
+class _ProcessDump:
+    """The process's one faulthandler timer (it is global), armed while any watchdog runs."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._watchers = 0
+        self._armed_at = -1e18
+
+    def start(self) -> None:
+        with self._lock:
+            self._watchers += 1
+
+    def arm(self, stall_s: float) -> None:
+        now = time.monotonic()
+        with self._lock:
+            if self._watchers == 0 or now - self._armed_at < 1.0:
+                return
+            self._armed_at = now
+            # fd 2, not sys.stderr: the object may be closed before the timer fires (a test's
+            # capture); the descriptor is whatever stderr is when it does
+            faulthandler.dump_traceback_later(stall_s + 1.0, repeat=False, file=2)
+
+    def stop(self) -> None:
+        with self._lock:
+            self._watchers -= 1
+            if self._watchers == 0:
+                faulthandler.cancel_dump_traceback_later()
+                self._armed_at = -1e18
+
+
+_PROCESS_DUMP = _ProcessDump()
+
+
 class LoopWatchdog:
     """`await nursery.start(LoopWatchdog(name).run)` in the trio program to watch."""
 
@@ -37,6 +78,7 @@ class LoopWatchdog:
         self.stall_s = stall_s
         self.tick_s = tick_s
         self.stalls = 0  # stalls reported since start
+        self.process_stalls = 0  # times no Python thread ran for stall_s
         self.longest_s = 0.0  # the longest of them, in seconds
         self._beat = time.monotonic()
         self._trio_thread = 0
@@ -56,10 +98,33 @@ class LoopWatchdog:
             self._stop.set()
 
     def _watch(self) -> None:
+        _PROCESS_DUMP.start()
+        try:
+            self._watch_loop()
+        finally:
+            _PROCESS_DUMP.stop()
+
+    def _watch_loop(self) -> None:
         stalled_since: float | None = None
-        while not self._stop.wait(self.tick_s):
+        woke = time.monotonic()
+        while True:
+            _PROCESS_DUMP.arm(self.stall_s)
+            if self._stop.wait(self.tick_s):
+                return
+            now = time.monotonic()
+            overslept = now - woke - self.tick_s
+            woke = now
+            if overslept >= self.stall_s:
+                self.process_stalls += 1
+                log.warning(
+                    "%s: no Python thread of this process ran for %.1f s (a call that kept the GIL, "
+                    "or the process was stopped); a stall over %.1f s wrote the stack of every thread to stderr",
+                    self.name,
+                    overslept,
+                    self.stall_s + 1.0,
+                )
             beat = self._beat
-            late = time.monotonic() - beat
+            late = now - beat
             if stalled_since is not None and beat > stalled_since:
                 took = beat - stalled_since
                 self.longest_s = max(self.longest_s, took)

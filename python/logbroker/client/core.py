@@ -82,6 +82,12 @@ class Metadata:
         self.version = 0
         # Bumped by responses to all-topics requests (a topic list is complete only then).
         self.all_version = 0
+        # How the exchange went, for the error of a wait that timed out (`describe`).
+        self.requests_sent = 0
+        self.answers = 0
+        self.last_answer_at: float | None = None
+        self.last_failure: str | None = None
+        self.last_problems: dict[str, str] = {}  # topic -> what the last answer said was wrong
 
     def leader(self, topic: str, partition: int) -> int:
         t = self.topics.get(topic)
@@ -89,6 +95,19 @@ class Metadata:
             return -1
         p = t.partitions.get(partition)
         return p.leader if p is not None else -1
+
+    def describe(self, now: float) -> str:
+        """How the metadata exchange went, e.g. "3 metadata requests sent, 1 answered (12.0 s
+        ago); the last failure: <error>"."""
+        out = f"{self.requests_sent} metadata request(s) sent, {self.answers} answered"
+        if self.last_answer_at is not None:
+            out += f" (the last {now - self.last_answer_at:.1f} s ago)"
+        if self.last_problems:
+            said = ", ".join(f"{t}: {why}" for t, why in sorted(self.last_problems.items())[:5])
+            out += f"; the last answer said {said}"
+        if self.last_failure is not None:
+            out += f"; the last failure: {self.last_failure}"
+        return out
 
     def partition_count(self, topic: str) -> int | None:
         t = self.topics.get(topic)
@@ -103,6 +122,7 @@ class Metadata:
         self.cluster_id = resp.cluster_id
         retry = []
         seen = set()
+        self.last_problems = {}
         for t in resp.topics:
             if t.name is None:
                 continue
@@ -119,8 +139,10 @@ class Metadata:
                 )
                 if p.leader_id < 0:
                     retry.append(t.name)
+                    self.last_problems.setdefault(t.name, f"partition {p.partition_index} has no leader")
             if t.error_code != 0:
                 retry.append(t.name)
+                self.last_problems[t.name] = str(error_for(t.error_code))
             self.topics[t.name] = meta
         if self.all_topics:
             for name in list(self.topics):
@@ -197,7 +219,7 @@ class ClientCore:
             if p.done():
                 continue
             if deadline <= self.now:
-                p.fail(KafkaTimeoutError(f"{what} not present in metadata in time"))
+                p.fail(KafkaTimeoutError(f"{what} not present in metadata in time ({self.metadata.describe(self.now)})"))
             else:
                 keep.append((ready, p, deadline, what))
         self._metadata_waiters = keep
@@ -219,6 +241,7 @@ class ClientCore:
             return
         md.updating = True
         md.need_update = False
+        md.requests_sent += 1
         node = self.net.any_node()
         all_topics = md.all_topics
         self.net.request(node, self._metadata_request()).add_callback(lambda p: self._on_metadata(p, all_topics))
@@ -228,12 +251,15 @@ class ClientCore:
         md.updating = False
         backoff = self.config["retry.backoff.ms"] / 1000
         if p.error is not None:
+            md.last_failure = str(p.error)
             md.need_update = True
             self._metadata_retry_at = self.now + backoff
             self.call_at(self._metadata_retry_at, lambda: None)
             return
         retry = md.update(p._value)
         md.last_update = self.now
+        md.answers += 1
+        md.last_answer_at = self.now
         if all_topics:
             md.all_version += 1
         for node_id, (host, port, _rack) in md.brokers.items():
