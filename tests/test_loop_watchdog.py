@@ -11,6 +11,7 @@ import time
 
 import trio
 
+import logbroker
 from logbroker.broker.loop_watchdog import LoopWatchdog
 
 
@@ -88,3 +89,43 @@ def test_a_call_that_keeps_the_gil_is_reported_with_every_threads_stack(caplog, 
     # faulthandler's C thread wrote the stacks while the call still kept the GIL (at 1.5 s)
     err = capfd.readouterr().err
     assert "Thread 0x" in err and "in _keep_the_gil" in err, err
+
+
+def test_a_stalled_network_thread_is_reported_once_naming_its_request(caplog) -> None:
+    """The watchdog's view of the network thread (`NetworkServer.loop_stall`) during a turn
+    that serves a Produce for 1 s, then turns that come round again."""
+    t0 = time.monotonic()
+
+    def network() -> tuple[float, int]:
+        t = time.monotonic() - t0
+        return (t - 0.1, 0) if 0.1 <= t < 1.1 else (0.01, -1)
+
+    async def body() -> None:
+        await trio.sleep(1.5)
+
+    dog = LoopWatchdog("broker 3", stall_s=0.5, tick_s=0.05, network=network)
+
+    async def main() -> None:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(dog.run)
+            await body()
+            nursery.cancel_scope.cancel()
+
+    with caplog.at_level(logging.WARNING, logger="logbroker.loop"):
+        trio.run(main)
+    msgs = [r.getMessage() for r in caplog.records]
+    stalled = [m for m in msgs if "the network thread has been in one turn" in m]
+    assert len(stalled) == 1 and dog.network_stalls == 1, msgs
+    assert stalled[0].startswith("broker 3: ") and "(serving Produce)" in stalled[0], stalled[0]
+    assert sum("came round its loop again" in m for m in msgs) == 1, msgs
+    assert dog.stalls == 0, msgs  # the trio loop itself ran
+
+
+def test_a_running_brokers_network_thread_comes_round_and_a_stopped_one_is_not_watched(tmp_path) -> None:
+    with logbroker.Broker(data_dir=tmp_path / "d") as b:
+        net = b.server.server.net
+        for _ in range(5):
+            since, api = net.loop_stall()
+            assert 0.0 <= since < 2.0, since  # an idle turn is one poll (at most 1 s)
+            time.sleep(0.3)
+    assert net.loop_stall() == (0.0, -1)

@@ -16,6 +16,13 @@ its own sleep ran `STALL_S` late ("no Python thread ... ran"), and, armed by the
 threads at most once a second, `faulthandler.dump_traceback_later` (a C thread that needs no
 GIL) writes the stack of every thread to stderr (fd 2) when no watcher has run for
 `STALL_S + 1` seconds: the thread in the call that keeps the GIL is the one not waiting.
+
+A broker's watchdog also watches the Rust network thread (`network`: its
+`NetworkServer.loop_stall`), which owns every socket and serves Produce and Fetch itself: a
+turn of its loop that takes `STALL_S` (an append waiting for the log's lock while the cleaner
+or retention holds it across disk I/O, a slow disk) stops every connection, new ones too, and
+the trio loop goes on unaware. That is reported once per stall, naming the request it was
+serving, then its length.
 """
 
 from __future__ import annotations
@@ -26,8 +33,11 @@ import sys
 import threading
 import time
 import traceback
+from collections.abc import Callable
 
 import trio
+
+from logbroker.protocol import API_NAMES
 
 log = logging.getLogger("logbroker.loop")
 
@@ -73,12 +83,20 @@ _PROCESS_DUMP = _ProcessDump()
 class LoopWatchdog:
     """`await nursery.start(LoopWatchdog(name).run)` in the trio program to watch."""
 
-    def __init__(self, name: str, stall_s: float = STALL_S, tick_s: float = TICK_S) -> None:
+    def __init__(
+        self,
+        name: str,
+        stall_s: float = STALL_S,
+        tick_s: float = TICK_S,
+        network: Callable[[], tuple[float, int] | None] | None = None,
+    ) -> None:
         self.name = name
+        self.network = network  # () -> NetworkServer.loop_stall(), None before it is bound
         self.stall_s = stall_s
         self.tick_s = tick_s
         self.stalls = 0  # stalls reported since start
         self.process_stalls = 0  # times no Python thread ran for stall_s
+        self.network_stalls = 0  # network thread turns reported as stalled
         self.longest_s = 0.0  # the longest of them, in seconds
         self._beat = time.monotonic()
         self._trio_thread = 0
@@ -97,6 +115,28 @@ class LoopWatchdog:
         finally:
             self._stop.set()
 
+    def _watch_network(self, stalled: bool) -> bool:
+        """Reports a stalled turn of the network thread once; returns whether one is on."""
+        got = self.network() if self.network is not None else None
+        if got is None:
+            return stalled
+        since, api = got
+        if stalled and since < self.stall_s:
+            log.warning("%s: the network thread came round its loop again", self.name)
+            return False
+        if not stalled and since >= self.stall_s:
+            self.network_stalls += 1
+            serving = f"serving {API_NAMES.get(api, f'API {api}')}" if api >= 0 else "between requests"
+            log.warning(
+                "%s: the network thread has been in one turn of its loop for %.1f s (%s): every "
+                "connection waits, new ones too",
+                self.name,
+                since,
+                serving,
+            )
+            return True
+        return stalled
+
     def _watch(self) -> None:
         _PROCESS_DUMP.start()
         try:
@@ -106,6 +146,7 @@ class LoopWatchdog:
 
     def _watch_loop(self) -> None:
         stalled_since: float | None = None
+        network_stalled = False
         woke = time.monotonic()
         while True:
             _PROCESS_DUMP.arm(self.stall_s)
@@ -123,6 +164,7 @@ class LoopWatchdog:
                     overslept,
                     self.stall_s + 1.0,
                 )
+            network_stalled = self._watch_network(network_stalled)
             beat = self._beat
             late = now - beat
             if stalled_since is not None and beat > stalled_since:

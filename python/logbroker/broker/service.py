@@ -179,6 +179,11 @@ class BrokerServer:
         assert self.controller is not None
         return self.controller.image.cluster_id
 
+    def _network_stall(self) -> tuple[float, int] | None:
+        """The network thread's current turn (the loop watchdog's `network`); None unbound."""
+        net = self.server.net
+        return net.loop_stall() if net is not None else None
+
     async def run(self, *, task_status: trio.TaskStatus = trio.TASK_STATUS_IGNORED) -> None:
         """Runs the broker until cancelled: opens the logs, joins the controller quorum, serves the
         listeners; `task_status.started()` once it accepts connections."""
@@ -223,7 +228,7 @@ class BrokerServer:
         self.controller = Controller(self.config, store, local, quorum)
         self.replicas = ReplicaManager(self.config, self.partition_table)
         async with trio.open_nursery() as nursery:
-            await nursery.start(LoopWatchdog(f"broker {self.node_id}").run)
+            await nursery.start(LoopWatchdog(f"broker {self.node_id}", network=self._network_stall).run)
             # the data directory checked (node_cluster_id), open the metadata log and replay
             # what this node knows is committed, so local logs open against that image
             quorum.open()

@@ -219,7 +219,9 @@ class ClientCore:
             if p.done():
                 continue
             if deadline <= self.now:
-                p.fail(KafkaTimeoutError(f"{what} not present in metadata in time ({self.metadata.describe(self.now)})"))
+                p.fail(
+                    KafkaTimeoutError(f"{what} not present in metadata in time ({self.metadata.describe(self.now)})")
+                )
             else:
                 keep.append((ready, p, deadline, what))
         self._metadata_waiters = keep

@@ -419,24 +419,26 @@ impl PyLog {
 
     /// Tiered storage: the last offset copied to remote storage (-1: none); retention
     /// deletes no local segment above it.
+    /// (These four take the log's lock, which the cleaner and retention hold across disk
+    /// I/O: the GIL is released while they wait.)
     #[getter]
-    fn get_highest_remote_offset(&self) -> i64 {
-        self.log.highest_remote_offset()
+    fn get_highest_remote_offset(&self, py: Python<'_>) -> i64 {
+        py.detach(|| self.log.highest_remote_offset())
     }
     #[setter]
-    fn set_highest_remote_offset(&self, offset: i64) {
-        self.log.set_highest_remote_offset(offset);
+    fn set_highest_remote_offset(&self, py: Python<'_>, offset: i64) {
+        py.detach(|| self.log.set_highest_remote_offset(offset));
     }
 
     /// Tiered storage: the first offset of the remote copies (-1: none). Below the local
     /// log start, the cleaner keeps tombstones.
     #[getter]
-    fn get_remote_log_start(&self) -> i64 {
-        self.log.remote_log_start()
+    fn get_remote_log_start(&self, py: Python<'_>) -> i64 {
+        py.detach(|| self.log.remote_log_start())
     }
     #[setter]
-    fn set_remote_log_start(&self, offset: i64) {
-        self.log.set_remote_log_start(offset);
+    fn set_remote_log_start(&self, py: Python<'_>, offset: i64) {
+        py.detach(|| self.log.set_remote_log_start(offset));
     }
 
     /// Tiered storage of a compacted topic: the rolled segments the cleaner has cleaned, as
@@ -476,8 +478,8 @@ impl PyLog {
 
     /// The log's settings: every engine key with its value as text (`LogConfig::to_map`).
     #[getter]
-    fn config(&self) -> HashMap<String, String> {
-        self.log.config().to_map().into_iter().map(|(k, v)| (k.to_owned(), v)).collect()
+    fn config(&self, py: Python<'_>) -> HashMap<String, String> {
+        py.detach(|| self.log.config()).to_map().into_iter().map(|(k, v)| (k.to_owned(), v)).collect()
     }
 
     fn update_config(&self, py: Python<'_>, config: HashMap<String, String>) -> PyResult<()> {
@@ -512,8 +514,8 @@ impl PyLog {
     }
 
     #[getter]
-    fn closed(&self) -> bool {
-        self.log.is_closed()
+    fn closed(&self, py: Python<'_>) -> bool {
+        py.detach(|| self.log.is_closed())
     }
 
     fn __repr__(&self) -> String {

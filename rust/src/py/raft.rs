@@ -31,9 +31,13 @@ pub struct PyRaftNode {
 }
 
 impl PyRaftNode {
-    fn with<T>(&self, f: impl FnOnce(&mut QuorumNode) -> T) -> T {
-        let mut g = self.node.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        f(&mut g)
+    /// Runs `f` on the node, the GIL released: `ready` and `compact` hold the node's lock
+    /// across fsyncs, and a query waiting for it must not stop every Python thread.
+    fn with<T: Send>(&self, py: Python<'_>, f: impl Send + FnOnce(&mut QuorumNode) -> T) -> T {
+        py.detach(|| {
+            let mut g = self.node.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            f(&mut g)
+        })
     }
 }
 
@@ -61,64 +65,64 @@ impl PyRaftNode {
     }
 
     /// One tick of the election/heartbeat clock; true if `ready()` has work.
-    fn tick(&self) -> PyResult<bool> {
-        Ok(self.with(QuorumNode::tick)?)
+    fn tick(&self, py: Python<'_>) -> PyResult<bool> {
+        Ok(self.with(py, QuorumNode::tick)?)
     }
 
     /// A Raft message a peer sent.
-    fn step(&self, msg: &[u8]) -> PyResult<()> {
-        Ok(self.with(|n| n.step(msg))?)
+    fn step(&self, py: Python<'_>, msg: &[u8]) -> PyResult<()> {
+        Ok(self.with(py, |n| n.step(msg))?)
     }
 
     /// Appends a record through Raft; raises NoLeaderError when no leader is known.
-    fn propose(&self, context: Vec<u8>, data: Vec<u8>) -> PyResult<()> {
-        Ok(self.with(|n| n.propose(context, data))?)
+    fn propose(&self, py: Python<'_>, context: Vec<u8>, data: Vec<u8>) -> PyResult<()> {
+        Ok(self.with(py, |n| n.propose(context, data))?)
     }
 
-    fn campaign(&self) -> PyResult<()> {
-        Ok(self.with(QuorumNode::campaign)?)
+    fn campaign(&self, py: Python<'_>) -> PyResult<()> {
+        Ok(self.with(py, QuorumNode::campaign)?)
     }
 
-    fn transfer_leader(&self, to: u64) {
-        self.with(|n| n.transfer_leader(to));
+    fn transfer_leader(&self, py: Python<'_>, to: u64) {
+        self.with(py, |n| n.transfer_leader(to));
     }
 
     /// On the leader: propose observer `node_id` as a learner; False if it is a member
     /// already, a change is pending or this node does not lead.
-    fn add_learner(&self, node_id: u64) -> PyResult<bool> {
-        Ok(self.with(|n| n.add_learner(node_id))?)
+    fn add_learner(&self, py: Python<'_>, node_id: u64) -> PyResult<bool> {
+        Ok(self.with(py, |n| n.add_learner(node_id))?)
     }
 
     /// On the leader: propose promoting learner `node_id` to a voter (`context` reaches every
     /// node with the committed change); False if this node does not lead or a change is
     /// pending; RaftError if it is not a learner or already a voter.
-    fn add_voter(&self, node_id: u64, context: Vec<u8>) -> PyResult<bool> {
-        Ok(self.with(|n| n.add_voter(node_id, context))?)
+    fn add_voter(&self, py: Python<'_>, node_id: u64, context: Vec<u8>) -> PyResult<bool> {
+        Ok(self.with(py, |n| n.add_voter(node_id, context))?)
     }
 
     /// On the leader: propose removing voter `node_id`; False as for `add_voter`; RaftError
     /// if it is not a voter or the last one.
-    fn remove_voter(&self, node_id: u64, context: Vec<u8>) -> PyResult<bool> {
-        Ok(self.with(|n| n.remove_voter(node_id, context))?)
+    fn remove_voter(&self, py: Python<'_>, node_id: u64, context: Vec<u8>) -> PyResult<bool> {
+        Ok(self.with(py, |n| n.remove_voter(node_id, context))?)
     }
 
     /// The voters of the current configuration.
     #[getter]
-    fn voters(&self) -> Vec<u64> {
-        self.with(|n| n.voters())
+    fn voters(&self, py: Python<'_>) -> Vec<u64> {
+        self.with(py, |n| n.voters())
     }
 
     /// The observers (learners) of the current configuration.
     #[getter]
-    fn learners(&self) -> Vec<u64> {
-        self.with(|n| n.learners())
+    fn learners(&self, py: Python<'_>) -> Vec<u64> {
+        self.with(py, |n| n.learners())
     }
 
     /// Persists (fsync) and returns `(messages, snapshot, committed)`: messages as
     /// `[(peer id, bytes)]`, a snapshot to install first as `(index, term, data)` or None,
     /// committed entries as `[(index, term, normal, context, data)]`.
     fn ready<'py>(&self, py: Python<'py>) -> PyResult<Ready<'py>> {
-        let out = py.detach(|| self.with(QuorumNode::ready))?;
+        let out = self.with(py, QuorumNode::ready)?;
         let messages = out.messages.into_iter().map(|(to, m)| (to, PyBytes::new(py, &m))).collect();
         let snapshot = out.snapshot.map(|(i, t, d)| (i, t, PyBytes::new(py, &d)));
         let committed = out
@@ -131,42 +135,42 @@ impl PyRaftNode {
 
     /// Snapshot of the applied metadata image `data` at `index`; drops the log before it.
     fn compact(&self, py: Python<'_>, index: u64, data: Vec<u8>) -> PyResult<()> {
-        Ok(py.detach(|| self.with(|n| n.compact(index, data)))?)
+        Ok(self.with(py, |n| n.compact(index, data))?)
     }
 
     #[getter]
-    fn leader_id(&self) -> u64 {
-        self.with(|n| n.leader_id())
+    fn leader_id(&self, py: Python<'_>) -> u64 {
+        self.with(py, |n| n.leader_id())
     }
 
     #[getter]
-    fn term(&self) -> u64 {
-        self.with(|n| n.term())
+    fn term(&self, py: Python<'_>) -> u64 {
+        self.with(py, |n| n.term())
     }
 
     #[getter]
-    fn role(&self) -> &'static str {
-        self.with(|n| n.role())
+    fn role(&self, py: Python<'_>) -> &'static str {
+        self.with(py, |n| n.role())
     }
 
     #[getter]
-    fn commit_index(&self) -> u64 {
-        self.with(|n| n.commit_index())
+    fn commit_index(&self, py: Python<'_>) -> u64 {
+        self.with(py, |n| n.commit_index())
     }
 
     #[getter]
-    fn last_index(&self) -> u64 {
-        self.with(|n| n.last_index())
+    fn last_index(&self, py: Python<'_>) -> u64 {
+        self.with(py, |n| n.last_index())
     }
 
     /// The latest snapshot held, `(index, term, data)`, or None: the state to start from.
     fn stored_snapshot<'py>(&self, py: Python<'py>) -> PyResult<Option<(u64, u64, Bound<'py, PyBytes>)>> {
-        let snap = py.detach(|| self.with(|n| n.stored_snapshot()))?;
+        let snap = self.with(py, |n| n.stored_snapshot())?;
         Ok(snap.map(|(i, t, d)| (i, t, PyBytes::new(py, &d))))
     }
 
     /// On the leader: `[(node_id, matched_index, recently_active)]` for every voter and learner; `[]` elsewhere.
-    fn progress(&self) -> Vec<(u64, u64, bool)> {
-        self.with(|n| n.progress())
+    fn progress(&self, py: Python<'_>) -> Vec<(u64, u64, bool)> {
+        self.with(py, |n| n.progress())
     }
 }

@@ -299,8 +299,9 @@ pub struct PyReplicaPartition(pub(crate) Arc<Partition>);
 #[pymethods]
 impl PyReplicaPartition {
     /// New leader state from the metadata image.
-    fn update(&self, leader: i32, leader_epoch: i32, isr: Vec<i32>, min_insync_replicas: i32) {
-        self.0.update(LeaderState { leader, leader_epoch, isr, min_insync_replicas });
+    fn update(&self, py: Python<'_>, leader: i32, leader_epoch: i32, isr: Vec<i32>, min_insync_replicas: i32) {
+        // the log's lock (the HW moves), which the cleaner and retention hold across disk I/O
+        py.detach(|| self.0.update(LeaderState { leader, leader_epoch, isr, min_insync_replicas }));
     }
 
     /// HW = min LEO over the ISR; True if it moved (waiting requests are woken).
@@ -641,6 +642,21 @@ impl PyNetworkServer {
     /// bucket counts)]`, the buckets bounded by `latency_buckets_ms` and then +Inf.
     fn request_stats(&self) -> Vec<(i16, u64, f64, Vec<u64>)> {
         self.inner.shared().stats.by_api.snapshot()
+    }
+
+    /// `(seconds since the network thread last came round its loop, API key of the request it
+    /// started in this turn or -1)`: a blocked thread stops every connection. `(0.0, -1)`
+    /// before the thread starts and after it stops.
+    fn loop_stall(&self) -> (f64, i32) {
+        use std::sync::atomic::Ordering;
+        let s = &self.inner.shared().stats;
+        let beat = s.loop_beat_ms.load(Ordering::Relaxed);
+        if beat == 0 {
+            return (0.0, -1); // not started, or stopped
+        }
+        let since = crate::server::mono_ms().saturating_sub(beat);
+        let api = s.serving_api.load(Ordering::Relaxed);
+        (since as f64 / 1000.0, i32::try_from(api).map_or(-1, |a| a - 1))
     }
 
     /// The upper bounds (ms) of `request_stats`' buckets.

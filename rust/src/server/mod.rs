@@ -201,6 +201,19 @@ pub struct Stats {
     pub fetch_session_partitions: AtomicU64,
     /// Requests answered per API, with their times (`metrics.rs`).
     pub by_api: metrics::RequestStats,
+    /// When the network thread last came round its loop (`mono_ms`): a thread blocked in a
+    /// request (a log lock held across disk I/O, a slow disk) stops every connection, and
+    /// the node's watchdog (python/logbroker/broker/loop_watchdog.py) reports it.
+    pub loop_beat_ms: AtomicU64,
+    /// The API key + 1 of the last request the thread started serving in this turn of its
+    /// loop (0: none).
+    pub serving_api: AtomicU64,
+}
+
+/// Milliseconds on a monotonic clock shared by the process, from 1 (its first call).
+pub fn mono_ms() -> u64 {
+    static START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+    u64::try_from(START.get_or_init(std::time::Instant::now).elapsed().as_millis()).map_or(u64::MAX, |ms| ms + 1)
 }
 
 struct EventQueue {

@@ -143,12 +143,14 @@ impl NetworkLoop {
     pub fn run(mut self) {
         let mut events = Events::with_capacity(1024);
         loop {
+            self.beat();
             if let Err(e) = self.poll.poll(&mut events, Some(self.poll_timeout())) {
                 if e.kind() != io::ErrorKind::Interrupted {
                     self.shared.push_event(Event::Fatal(format!("network loop poll failed: {e}")));
                     break;
                 }
             }
+            self.beat();
             for ev in &events {
                 match ev.token() {
                     WAKER => {}
@@ -176,6 +178,14 @@ impl NetworkLoop {
         for id in ids {
             self.close(id, None);
         }
+        self.shared.stats.loop_beat_ms.store(0, Ordering::Relaxed); // stopped: no turn to watch
+    }
+
+    /// The loop came round (`Stats::loop_beat_ms`); no request is being served.
+    fn beat(&self) {
+        let stats = &self.shared.stats;
+        stats.loop_beat_ms.store(super::mono_ms(), Ordering::Relaxed);
+        stats.serving_api.store(0, Ordering::Relaxed);
     }
 
     fn accept(&mut self, listener: usize) {
@@ -344,6 +354,7 @@ impl NetworkLoop {
         peer: &str,
         verdicts: Option<&[produce::Verdict]>,
     ) -> bool {
+        self.shared.stats.serving_api.store(u64::from(api_key.unsigned_abs()) + 1, Ordering::Relaxed);
         let (name, lo, hi, flexible_min) = if api_key == 0 {
             ("Produce", produce::MIN_VERSION, produce::MAX_VERSION, ProduceRequest::FLEXIBLE_MIN)
         } else {
