@@ -140,6 +140,12 @@ def test_the_table_holds_each_keys_latest_value_across_commits_and_a_restart(tmp
             for seed in (4, 5):
                 produce_updates(b.bootstrap_servers, "up", model, 1, 400, seed=seed)
                 assert settled_state(b.bootstrap_servers, base, "up") == sorted_keyless(model)
+            # a deleted topic's key indexes go with it
+            indexes = b.server.replicas.iceberg.upsert
+            assert len(indexes) == 2
+            with Admin(b.bootstrap_servers) as admin:
+                admin.delete_topics(["up"])
+            wait_for(lambda: len(indexes) == 0, what="the deleted topic's key indexes dropped")
     messages = [r.getMessage() for r in caplog.records]
     rebuilt = [m for m in messages if "key index of partition" in m]
     compactions = [m for m in messages if ": compacted " in m]

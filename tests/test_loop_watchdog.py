@@ -83,9 +83,9 @@ def test_a_call_that_keeps_the_gil_is_reported_with_every_threads_stack(caplog, 
     with caplog.at_level(logging.WARNING, logger="logbroker.loop"):
         dog = run_with_watchdog(body)
     stalled = [r.getMessage() for r in caplog.records if "no Python thread of this process ran" in r.getMessage()]
-    assert len(stalled) == 1 and dog.process_stalls == 1, caplog.text
-    ran = float(stalled[0].split("ran for ")[1].split(" s")[0])
-    assert 1.5 <= ran <= 4.0, stalled[0]
+    # (a loaded machine may add a short stall of its own: the one the call made is there)
+    ran = [float(m.split("ran for ")[1].split(" s")[0]) for m in stalled]
+    assert any(1.5 <= r <= 4.0 for r in ran) and dog.process_stalls == len(stalled), caplog.text
     # faulthandler's C thread wrote the stacks while the call still kept the GIL (at 1.5 s)
     err = capfd.readouterr().err
     assert "Thread 0x" in err and "in _keep_the_gil" in err, err

@@ -54,6 +54,7 @@ __all__ = [
     "data_path_apis",
     "decode_columns",
     "decode_records",
+    "decode_registry_values",
     "decompress",
     "jws_verify",
     "encode_batch",
@@ -370,6 +371,22 @@ def decode_columns(
     timestamp_type (i32), {key,value,header_key,header_value}_{validity,offsets,data,nulls}
     (binary columns: bitmap, i32 offsets, bytes, null count), header_list_offsets (i32,
     count+1). Raises CorruptRecordError/InvalidRecordError. Releases the GIL."""
+
+def decode_registry_values(
+    count: int,
+    validity: Buffer,
+    offsets: Buffer,
+    data: Buffer,
+    schema: Buffer,
+    tree: list[tuple[str, list[int]]],
+    programs: list[tuple[int, Any]],
+) -> tuple[bytes, int, tuple[int, str] | None]:
+    """Decodes `count` Confluent-framed values (a binary column's Arrow buffers: validity
+    bitmap, i32 offsets, data) into the three columns of `schema` (a serialized pyarrow
+    schema: the struct of `tree`, the int32 schema id, the binary raw bytes of a value that
+    did not decode), with `programs` ((schema id, program) as TableDataFiles takes them).
+    Returns (an Arrow IPC stream of that batch, failures, (row, reason) of the first failure
+    or None). Releases the GIL."""
 
 # --- Iceberg topics' data files (rust/src/py/table.rs) ---
 

@@ -83,6 +83,9 @@ class IcebergCommitter:
 
     async def commit_all(self, by_topic: dict[str, TableTopic]) -> None:
         """One interval's commits: each topic's led partitions, topic after topic."""
+        self.upsert.keep(
+            {topic_id_text(t.parts[0].topic_id): {p.index for p in t.parts} for t in by_topic.values() if t.upsert}
+        )
         for topic, t in by_topic.items():
             parts = t.parts
             try:
@@ -148,8 +151,6 @@ class IcebergCommitter:
         if not parts:
             return None
         topic_id = topic_id_text(parts[0].topic_id)
-        if upsert:  # the indexes of partitions led elsewhere now go (a rebuild if they come back)
-            self.upsert.retain(topic_id, {p.index for p in parts})
         sources = [
             PartitionSource(p.index, p.log, lambda p=p: p.is_leader and not p.deleted, (upto or {}).get(p.index))
             for p in parts

@@ -677,8 +677,8 @@ class ReplicaManager:
                         bool(self._topic_config(p.topic, "iceberg.upsert.enable")),
                     )
                 by_topic[p.topic].parts.append(p)
-        if by_topic:
-            await self.iceberg.commit_all(by_topic)
+        # also when it leads none: the key indexes of topics it no longer commits go
+        await self.iceberg.commit_all(by_topic)
 
     async def _table_tier_views(self) -> None:
         """The table as the tier. Every local replica of such a topic has a view of the

@@ -9,8 +9,9 @@ per day partition, with the GIL released; read each file's footer for the table'
 statistics (pyiceberg's `parquet_file_to_data_file`); append the files and the moved
 position in one snapshot, conditional on the snapshot read. Files of a commit that does not
 land are deleted. An upsert table (iceberg.upsert.enable) keeps one row per key: Rust writes
-only each key's latest record and position deletes of the rows it replaces, found in the
-partition's key index (upsert_index.py), committed with the data files in one snapshot
+each key's latest record of every decoded stretch of log (1 MiB) and position deletes of the
+rows it replaces, found in the partition's key index (upsert_index.py), including rows
+written earlier in the same commit; all are committed with the data files in one snapshot
 (position_deletes.py). With value schemas (iceberg.mode=value_schema_id_prefix), the table's
 value struct first grows to hold every registered version's fields, and Rust decodes each
 value into it (value_schema.py compiles the programs). Python handles files and metadata,

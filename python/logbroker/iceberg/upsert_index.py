@@ -84,12 +84,17 @@ class UpsertIndexes:
         for index, _ in self._indexes.get(topic_id, {}).values():
             index.settle(False)
 
-    def retain(self, topic_id: str, partitions: set[int]) -> None:
-        """Keep the topic's indexes of `partitions` only (those this node still commits)."""
-        mine = self._indexes.get(topic_id)
-        if mine is not None and len(mine) > len(partitions):
-            for p in [p for p in mine if p not in partitions]:
-                del mine[p]
+    def keep(self, led: dict[str, set[int]]) -> None:
+        """Keep only the indexes of `led` (topic id -> the upsert partitions this node leads
+        now): those of a deleted topic, a topic no longer upsert and a partition led
+        elsewhere go (a partition that comes back is rebuilt)."""
+        for topic_id in [t for t in self._indexes if t not in led]:
+            del self._indexes[topic_id]
+        for topic_id, partitions in led.items():
+            mine = self._indexes.get(topic_id)
+            if mine is not None and not mine.keys() <= partitions:
+                for p in [p for p in mine if p not in partitions]:
+                    del mine[p]
 
     def __len__(self) -> int:
         return sum(len(m) for m in self._indexes.values())

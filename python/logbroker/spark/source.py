@@ -12,7 +12,9 @@ subscribe | subscribePattern | assign (JSON {"t": [0, 1]}), startingOffsets /
 endingOffsets (earliest, latest, or JSON {"t": {"0": 23, "1": -2}}), startingTimestamp /
 endingTimestamp and startingOffsetsByTimestamp / endingOffsetsByTimestamp (ms),
 includeHeaders, minPartitions, maxOffsetsPerTrigger (streaming), failOnDataLoss.
-The schema is Spark's Kafka source schema, so a job can switch between the two.
+The schema is Spark's Kafka source schema, so a job can switch between the two; with
+`value.format=registry` / `key.format=registry` the value / key is a struct column decoded
+through the schema registry (logbroker/spark/registry.py).
 
 Each Spark input partition is one topic-partition offset range (split into several
 when minPartitions asks for more tasks); executors fetch it straight from the partition
@@ -25,6 +27,7 @@ import json
 
 from logbroker.spark.extra import require_spark_extra
 from logbroker.spark.kafka_io import EARLIEST, LATEST, Cluster, SparkSourceError, read_range
+from logbroker.spark.registry import Column, RegistryOptions
 from logbroker.spark.security import connection_settings
 
 require_spark_extra()
@@ -33,16 +36,37 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStrea
 
 from logbroker.archive import STORE_KEYS, ArchiveStore  # noqa: E402
 
-SCHEMA = "key binary, value binary, topic string, partition int, offset long, timestamp timestamp, timestampType int"
-HEADERS = ", headers array<struct<key: string, value: binary>>"
+COLUMNS = [
+    "key binary",
+    "value binary",
+    "topic string",
+    "partition int",
+    "offset long",
+    "timestamp timestamp",
+    "timestampType int",
+]
+HEADERS_COLUMN = "headers array<struct<key: string, value: binary>>"
+SCHEMA = ", ".join(COLUMNS)
+HEADERS = ", " + HEADERS_COLUMN
+
+
+def _topics(o: dict) -> list[str] | None:
+    """The topics named by subscribe or assign (None for subscribePattern)."""
+    if o.get("subscribe"):
+        return [t.strip() for t in o["subscribe"].split(",") if t.strip()]
+    if o.get("assign"):
+        return sorted(json.loads(o["assign"]))
+    return None
 
 
 class OffsetRange(InputPartition):
-    """One Spark task's work: offsets [start, end) of topic-partition."""
+    """One Spark task's work: offsets [start, end) of topic-partition; with registry columns,
+    `programs` (column name -> the programs of its subject's versions, planned on the driver)."""
 
     def __init__(self, topic: str, partition: int, start: int, end: int) -> None:
         super().__init__((topic, partition, start, end))
         self.topic, self.partition, self.start, self.end = topic, partition, start, end
+        self.programs: dict[str, list] | None = None
 
 
 class Options:
@@ -62,6 +86,8 @@ class Options:
             {t: [int(p) for p in ps] for t, ps in json.loads(o["assign"]).items()} if o.get("assign") else None
         )
         self.include_headers = str(o.get("includeheaders", "false")).lower() == "true"
+        # value.format / key.format=registry: struct columns (spark/registry.py)
+        self.registry = RegistryOptions(o, _topics(o))
         self.fail_on_data_loss = str(o.get("failondataloss", "true")).lower() == "true"
         isolation = str(o.get("kafka.isolation.level", "read_uncommitted")).lower()
         if isolation not in ("read_uncommitted", "read_committed"):
@@ -149,8 +175,12 @@ class LogbrokerDataSource(DataSource):
         return "logbroker"
 
     def schema(self) -> str:
-        include = str({k.lower(): v for k, v in self.options.items()}.get("includeheaders", "false")).lower() == "true"
-        return SCHEMA + (HEADERS if include else "")
+        o = {k.lower(): v for k, v in self.options.items()}
+        include = str(o.get("includeheaders", "false")).lower() == "true"
+        registry = RegistryOptions(o, _topics(o))
+        if not registry.names:
+            return SCHEMA + (HEADERS if include else "")
+        return registry.ddl(COLUMNS + ([HEADERS_COLUMN] if include else []), registry.plan())
 
     def reader(self, schema):
         return LogbrokerBatchReader(Options(dict(self.options), streaming=False), schema)
@@ -178,23 +208,69 @@ def _arrow_schema(schema):
 class _Reading:
     opts: Options
     schema: object
+    _columns: list[Column] | None = None
+
+    def _registry_columns(self) -> list[Column]:
+        """The registry columns of this query (their structs as its schema has them)."""
+        if self._columns is None:
+            self._columns = self.opts.registry.from_schema(self.schema)
+        return self._columns
+
+    def _programs(self) -> dict[str, list] | None:
+        """Driver side, as each batch is planned: the programs of every version registered
+        by now, for the executors."""
+        columns = self._registry_columns()
+        if not columns:
+            return None
+        for c in columns:
+            c.refresh(self.opts.registry.registry)
+        return {c.name: c.programs for c in columns}
+
+    def _with_programs(self, ranges: list[OffsetRange]) -> list[OffsetRange]:
+        programs = self._programs() if ranges else None
+        for r in ranges:
+            r.programs = programs
+        return ranges
 
     def read(self, partition: OffsetRange):
         if not isinstance(partition, OffsetRange):
             return  # no range to read: Spark hands one placeholder partition when partitions() is empty
-        yield from read_range(
+        from logbroker.arrow_records import kafka_arrow_schema
+
+        columns = self._registry_columns()
+        arrow = _arrow_schema(self.schema)
+        batches = read_range(
             self.opts.bootstrap,
             partition.topic,
             partition.partition,
             partition.start,
             partition.end,
-            _arrow_schema(self.schema),
+            kafka_arrow_schema(self.opts.include_headers) if columns else arrow,
             self.opts.include_headers,
             self.opts.fail_on_data_loss,
             read_committed=self.opts.read_committed,
             archive=self.opts.archive,
             config=self.opts.client,
         )
+        if not columns:
+            yield from batches
+            return
+        for c in columns:
+            c.programs = (partition.programs or {}).get(c.name, [])
+        for batch in batches:
+            yield self._decoded(batch, columns, arrow, partition)
+
+    def _decoded(self, batch, columns: list[Column], arrow, partition: OffsetRange):
+        """A Kafka-schema batch with its registry columns decoded (Rust, no row in Python)."""
+        import pyarrow as pa
+
+        where = (partition.topic, partition.partition, batch.column("offset"))
+        decoded = {}
+        for c in columns:
+            struct, ids, raw = c.decode(batch.column(c.name), arrow, self.opts.registry.fail_fast, where)
+            decoded.update({c.name: struct, f"{c.name}_schema_id": ids, f"{c.name}_raw": raw})
+        arrays = [decoded[f.name] if f.name in decoded else batch.column(f.name) for f in arrow]
+        return pa.RecordBatch.from_arrays(arrays, schema=arrow)
 
 
 class LogbrokerBatchReader(_Reading, DataSourceReader):
@@ -216,7 +292,7 @@ class LogbrokerBatchReader(_Reading, DataSourceReader):
             if o.min_partitions and total and o.min_partitions > len(ranges):
                 pieces = max(1, round(o.min_partitions * (e - s) / total))
             out.extend(_split(t, p, s, e, pieces))
-        return out
+        return self._with_programs(out)
 
 
 try:  # Spark 4.2+: Trigger.AvailableNow freezes a target offset
@@ -299,7 +375,7 @@ class LogbrokerStreamReader(_Reading, DataSourceStreamReader, _AvailableNow):
                 raise SparkSourceError(f"{tp[0]}-{tp[1]}: end offset {last} is before start offset {first}")
             if last > first:
                 out.append(OffsetRange(tp[0], tp[1], first, last))
-        return out
+        return self._with_programs(out)
 
     def commit(self, end: dict) -> None:
         pass  # Spark's checkpoint is the source of truth, as with Spark's Kafka source

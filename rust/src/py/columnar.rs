@@ -8,10 +8,11 @@ use pyo3::types::{PyBytes, PyDict, PyList};
 
 use super::gil::EnterCore;
 use super::log::extract_bytes;
-use crate::avro_columns::{Column, Kind, Program};
+use crate::avro_columns::{decode_avro_columns, Column, Kind, Program};
 use crate::client::records::AbortedTxn;
 use crate::columnar;
 use crate::proto_columns::{ProtoField, ProtoType};
+use crate::table::record_arrays;
 
 /// Decodes the whole batches in `records` into Arrow-layout buffers for records with offsets
 /// in `[start_offset, end_offset)`; returns a dict (see `python/logbroker/_core.pyi`).
@@ -48,6 +49,45 @@ pub fn decode_columns<'py>(
     }
     d.set_item("header_list_offsets", b(&c.header_list_offsets))?;
     Ok(d)
+}
+
+/// Decodes Confluent-framed values (a binary column's Arrow buffers: `count` values,
+/// `validity` bitmap, i32 `offsets`, `data`) into `schema`'s three columns (the struct of
+/// `tree`, the schema id, the raw bytes of a value that did not decode) with `programs`
+/// (schema id, program); returns `(Arrow IPC stream of the batch, failures, first failure as
+/// (row, reason) or None)`. Releases the GIL.
+#[pyfunction]
+#[allow(clippy::type_complexity, clippy::too_many_arguments)] // the Python function's arguments and tuple, as _core.pyi has them
+pub fn decode_registry_values<'py>(
+    py: Python<'py>,
+    count: usize,
+    validity: &Bound<'py, PyAny>,
+    offsets: &Bound<'py, PyAny>,
+    data: &Bound<'py, PyAny>,
+    schema: &Bound<'py, PyAny>,
+    tree: Vec<(String, Vec<usize>)>,
+    programs: Vec<(i32, Bound<'py, PyAny>)>,
+) -> PyResult<(Bound<'py, PyBytes>, usize, Option<(usize, String)>)> {
+    let (validity, offsets, data) = (extract_bytes(validity)?, extract_bytes(offsets)?, extract_bytes(data)?);
+    let schema = arrow_ipc::convert::try_schema_from_ipc_buffer(&extract_bytes(schema)?)
+        .map_err(|e| PyValueError::new_err(format!("the decoded values' schema does not decode: {e}")))?;
+    let tree = tree.into_iter().map(|(k, c)| column(&k, c)).collect::<PyResult<Vec<_>>>()?;
+    let programs = programs.into_iter().map(|(id, p)| Ok((id, program(&p)?))).collect::<PyResult<Vec<_>>>()?;
+    let (ipc, failures, first) = py.detach(|| -> PyResult<_> {
+        let c = decode_avro_columns(count, &validity, &offsets, &data, &tree, &programs)?;
+        let (failures, first) = (c.failures, c.first_failure.clone());
+        let schema = std::sync::Arc::new(schema);
+        let batch = record_arrays::decoded_batch(&schema, &tree, c).map_err(PyValueError::new_err)?;
+        let mut out = Vec::new();
+        let mut w = arrow_ipc::writer::StreamWriter::try_new(&mut out, &schema)
+            .map_err(|e| PyValueError::new_err(format!("writing the decoded values: {e}")))?;
+        w.write(&batch)
+            .and_then(|()| w.finish())
+            .map_err(|e| PyValueError::new_err(format!("writing the decoded values: {e}")))?;
+        drop(w);
+        Ok((out, failures, first))
+    })?;
+    Ok((PyBytes::new(py, &ipc), failures, first))
 }
 
 fn target(t: i64) -> Option<usize> {

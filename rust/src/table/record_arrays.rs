@@ -183,6 +183,21 @@ fn value_array(dt: &DataType, tree: &[Column], i: usize, cols: &mut [Built]) -> 
     array(dt, built.into(), children)
 }
 
+/// Registry-decoded values alone, as a batch of `schema`'s three columns in order: the
+/// decoded struct (the tree's root), the schema id (int32, null when not framed) and the
+/// raw bytes of a value that did not decode (binary) — the table's `value`,
+/// `value_schema_id` and `value_raw`, for the Spark source (logbroker/spark/registry.py).
+pub fn decoded_batch(schema: &SchemaRef, tree: &[Column], mut c: AvroColumns) -> Result<RecordBatch, String> {
+    let f = schema.fields();
+    if f.len() != 3 {
+        return Err(format!("the decoded values' schema has {} columns, not 3 (struct, schema id, raw)", f.len()));
+    }
+    let value = value_array(f[0].data_type(), tree, 0, &mut c.columns)?;
+    let ids = array(f[1].data_type(), std::mem::take(&mut c.schema_id).into(), Vec::new())?;
+    let raw = array(f[2].data_type(), std::mem::take(&mut c.raw).into(), Vec::new())?;
+    RecordBatch::try_new(Arc::clone(schema), vec![value, ids, raw]).map_err(|e| e.to_string())
+}
+
 /// The decoded values of one stretch of log, for a table with value columns.
 pub struct DecodedValues<'a> {
     pub tree: &'a [Column],

@@ -1,0 +1,279 @@
+"""Schema-registry columns for the Spark source: `value.format=registry` (and
+`key.format=registry`) reads Confluent-framed Avro, JSON Schema and Protobuf values (keys)
+as a struct column, decoded in Rust by the decoders Iceberg topics use
+(`_core.decode_registry_values`; rust/src/avro_columns.rs, json_columns.rs,
+proto_columns.rs), so a PySpark job needs no `from_avro` and no hand-stripped framing.
+
+    df = (spark.read.format("logbroker")
+          .option("bootstrap.servers", "127.0.0.1:9092")
+          .option("subscribe", "orders")
+          .option("value.format", "registry")
+          .option("schema.registry.url", "http://127.0.0.1:8081")
+          .load())
+    df.select("value.id", "value.amount")
+
+The column's struct is the union of every version registered under the subject
+(`<topic>-value`, `<topic>-key`, or `value.subject` / `key.subject`), as an Iceberg
+topic's table has it (logbroker/iceberg/value_schema.py: newest type of a field, widened by
+Avro's promotions; every field nullable). Beside it, `value_schema_id` (int, null when the
+value is not framed) and `value_raw` (binary: the bytes of a value that did not decode,
+else null), `key_schema_id` and `key_raw` for keys. `mode`: PERMISSIVE (the default: such a
+value is a null struct with its bytes in `value_raw`) or FAILFAST (the read fails naming the
+topic, partition, offset and why).
+
+Evolution: the struct is read from the registry when the query is planned (a streaming
+query's schema is fixed while it runs, as Spark's are). Each batch (each micro-batch) is
+planned with every version registered by then, so the values of a version registered
+later decode into the struct's fields that version shares, and its new fields appear when
+the query is started again.
+
+Registry settings: `schema.registry.url` (required), `schema.registry.basic.auth.user.info`
+(`user:password`, HTTP basic), and for https `schema.registry.ssl.ca.location`.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import ssl
+import urllib.error
+import urllib.parse
+import urllib.request
+from typing import Any
+
+from logbroker import _core
+from logbroker.iceberg import IcebergError
+from logbroker.iceberg import value_schema as vs
+from logbroker.spark.kafka_io import SparkSourceError
+
+FORMATS = ("binary", "registry")
+MODES = ("PERMISSIVE", "FAILFAST")
+TIMEOUT_S = 30.0
+
+_DDL = {
+    "boolean": "boolean",
+    "int": "int",
+    "long": "bigint",
+    "float": "float",
+    "double": "double",
+    "string": "string",
+    "binary": "binary",
+    "date": "date",
+    "timestamp": "timestamp",
+}
+
+
+def spark_ddl(t: Any) -> str:
+    """Spark's DDL for an abstract column type (value_schema.py)."""
+    if isinstance(t, str):
+        return _DDL[t]
+    if t[0] == "struct":
+        return "struct<" + ", ".join(f"`{n.replace('`', '``')}`: {spark_ddl(ft)}" for n, ft in t[1]) + ">"
+    return f"array<{spark_ddl(t[1])}>"
+
+
+class Registry:
+    """The registry's REST API, as the Spark driver reads it (plain data: picklable)."""
+
+    def __init__(self, url: str, user_info: str | None = None, ca_location: str | None = None) -> None:
+        self.url = url.rstrip("/")
+        self.user_info = user_info
+        self.ca_location = ca_location
+
+    def _get(self, path: str) -> Any:
+        req = urllib.request.Request(self.url + path, headers={"Accept": "application/vnd.schemaregistry.v1+json"})
+        if self.user_info:
+            req.add_header("Authorization", "Basic " + base64.b64encode(self.user_info.encode()).decode())
+        context = ssl.create_default_context(cafile=self.ca_location) if self.url.startswith("https") else None
+        try:
+            with urllib.request.urlopen(req, timeout=TIMEOUT_S, context=context) as resp:
+                return json.load(resp)
+        except urllib.error.HTTPError as e:
+            body = e.read().decode(errors="replace")[:300]
+            raise SparkSourceError(f"schema registry {self.url}: GET {path} answered {e.code}: {body}") from None
+        except (urllib.error.URLError, OSError) as e:
+            raise SparkSourceError(f"schema registry {self.url}: GET {path} failed: {e}") from None
+
+    def versions(self, subject: str) -> list[vs.ValueSchema]:
+        """Every version under `subject`, soft-deleted ones too (records may still carry
+        their ids), newest first; [] when the subject has none."""
+        quoted = urllib.parse.quote(subject, safe="")
+        try:
+            numbers = self._get(f"/subjects/{quoted}/versions?deleted=true")
+        except SparkSourceError as e:
+            if " answered 404" in str(e):
+                return []
+            raise
+        out = []
+        for n in sorted(numbers, reverse=True):
+            v = self._get(f"/subjects/{quoted}/versions/{n}?deleted=true")
+            out.append(vs.ValueSchema(int(v["id"]), v["schema"], v.get("schemaType", "AVRO")))
+        return out
+
+
+class Column:
+    """One registry-decoded column (`value` or `key`): its struct, fixed when the query is
+    planned, and the programs of the subject's versions (plain data: picklable)."""
+
+    def __init__(self, name: str, subject: str, struct: Any) -> None:
+        self.name = name  # "value" or "key"
+        self.subject = subject
+        self.struct = struct
+        self.tree = vs.ReaderTree(struct)
+        self.programs: list[tuple[int, tuple]] = []
+        self.skipped: dict[int, str] = {}  # schema id -> why its values cannot be read
+
+    @classmethod
+    def plan(cls, name: str, subject: str, registry: Registry) -> Column:
+        versions = registry.versions(subject)
+        if not versions:
+            raise SparkSourceError(
+                f"{name}.format=registry: subject {subject!r} has no schema in the registry at {registry.url}"
+            )
+        try:
+            struct = vs.value_struct(versions)
+        except IcebergError as e:
+            raise SparkSourceError(f"{name}.format=registry, subject {subject!r}: {e}") from None
+        if struct is None:
+            raise SparkSourceError(
+                f"{name}.format=registry: no version of subject {subject!r} is an Avro record, a JSON Schema "
+                "object or a Protobuf message"
+            )
+        column = cls(name, subject, struct)
+        column.compile(versions)
+        return column
+
+    def compile(self, versions: list[vs.ValueSchema]) -> None:
+        """Programs for `versions` into the fixed struct (a version's fields the struct does
+        not have are skipped; a version that cannot be read at all leaves its values raw)."""
+        self.programs, self.skipped = [], {}
+        for v in versions:
+            try:
+                self.programs.append((v.id, vs.program(v, self.tree)))
+            except (IcebergError, ValueError, KeyError, TypeError) as e:
+                self.skipped[v.id] = str(e)
+
+    def refresh(self, registry: Registry) -> None:
+        """The versions registered since (each batch's plan)."""
+        self.compile(registry.versions(self.subject))
+
+    def extra_ddl(self) -> str:
+        """The columns beside the struct: its schema id and the raw bytes of what did not decode."""
+        return f"{self.name}_schema_id int, {self.name}_raw binary"
+
+    def decode(self, binary, arrow_schema, fail_fast: bool, where: tuple[str, int, Any]):
+        """The three columns (struct, schema id, raw) of a pyarrow binary array, as arrays
+        of `arrow_schema`'s fields of those names. `where`: (topic, partition, the offsets
+        array) for FAILFAST's error."""
+        import pyarrow as pa
+
+        names = (self.name, f"{self.name}_schema_id", f"{self.name}_raw")
+        schema = pa.schema([arrow_schema.field(n) for n in names])
+        binary = binary.cast(pa.binary()) if binary.type != pa.binary() else binary
+        validity, offsets, data = binary.buffers()
+        n = len(binary)
+        if binary.offset:  # a slice: its own buffers from the start
+            binary = pa.concat_arrays([binary])
+            validity, offsets, data = binary.buffers()
+        ipc, failures, first = _core.decode_registry_values(
+            n,
+            validity if validity is not None and binary.null_count else b"\xff" * ((n + 7) // 8),
+            offsets,
+            data if data is not None else b"",
+            schema.serialize(),
+            self.tree.nodes,
+            self.programs,
+        )
+        if failures and fail_fast and first is not None:
+            topic, partition, offsets_array = where
+            row, why = first
+            raise SparkSourceError(
+                f"{topic}-{partition} offset {offsets_array[row].as_py()}: the {self.name} does not decode "
+                f"(subject {self.subject!r}, mode=FAILFAST): {why}"
+            )
+        batch = pa.ipc.open_stream(ipc).read_next_batch()
+        return [batch.column(i) for i in range(3)]
+
+
+def from_spark(dt) -> Any:
+    """The abstract column type (value_schema.py) of a Spark type this module made."""
+    from pyspark.sql import types as st
+
+    simple = [
+        (st.BooleanType, "boolean"),
+        (st.IntegerType, "int"),
+        (st.LongType, "long"),
+        (st.FloatType, "float"),
+        (st.DoubleType, "double"),
+        (st.StringType, "string"),
+        (st.BinaryType, "binary"),
+        (st.DateType, "date"),
+        (st.TimestampType, "timestamp"),
+    ]
+    for cls, name in simple:
+        if isinstance(dt, cls):
+            return name
+    if isinstance(dt, st.StructType):
+        return ("struct", [(f.name, from_spark(f.dataType)) for f in dt.fields])
+    if isinstance(dt, st.ArrayType):
+        return ("list", from_spark(dt.elementType))
+    raise SparkSourceError(f"a registry column cannot hold Spark type {dt.simpleString()}")
+
+
+class RegistryOptions:
+    """The registry columns a read asks for (lower-cased options; plain data: picklable)."""
+
+    def __init__(self, o: dict, topics: list[str] | None) -> None:
+        self.formats = {}
+        for name in ("key", "value"):
+            fmt = str(o.get(f"{name}.format", "binary")).lower()
+            if fmt not in FORMATS:
+                raise SparkSourceError(f"{name}.format must be one of {', '.join(FORMATS)}, not {fmt!r}")
+            self.formats[name] = fmt
+        self.mode = str(o.get("mode", "PERMISSIVE")).upper()
+        if self.mode not in MODES:
+            raise SparkSourceError(f"mode must be one of {', '.join(MODES)}, not {self.mode!r}")
+        self.names = [n for n in ("key", "value") if self.formats[n] == "registry"]
+        self.subjects: dict[str, str] = {}
+        self.registry: Registry | None = None
+        if not self.names:
+            return
+        url = o.get("schema.registry.url")
+        if not url:
+            raise SparkSourceError(f"{self.names[0]}.format=registry needs option schema.registry.url")
+        self.registry = Registry(
+            url, o.get("schema.registry.basic.auth.user.info"), o.get("schema.registry.ssl.ca.location")
+        )
+        for name in self.names:
+            subject = o.get(f"{name}.subject")
+            if not subject:
+                if not topics or len(topics) != 1:
+                    raise SparkSourceError(
+                        f"{name}.format=registry reads one topic's subject (<topic>-{name}): subscribe to one "
+                        f"topic or assign one, or name the subject with option {name}.subject"
+                    )
+                subject = f"{topics[0]}-{name}"
+            self.subjects[name] = subject
+
+    @property
+    def fail_fast(self) -> bool:
+        return self.mode == "FAILFAST"
+
+    def plan(self) -> list[Column]:
+        """The columns as the registry has them now (the source's schema)."""
+        assert self.registry is not None or not self.names
+        return [Column.plan(n, self.subjects[n], self.registry) for n in self.names]  # type: ignore[arg-type]
+
+    def ddl(self, base_columns: list[str], columns: list[Column]) -> str:
+        """The source's schema: Spark's Kafka columns with key/value as structs, the schema
+        id and raw columns after them."""
+        structs = {c.name: spark_ddl(c.struct) for c in columns}
+        out = [
+            (f"{col.split()[0]} {structs[col.split()[0]]}" if col.split()[0] in structs else col)
+            for col in base_columns
+        ]
+        return ", ".join(out + [c.extra_ddl() for c in columns])
+
+    def from_schema(self, schema) -> list[Column]:
+        """The columns of a schema `ddl` made (readers: the struct is the query's)."""
+        return [Column(n, self.subjects[n], from_spark(schema[n].dataType)) for n in self.names]

@@ -1,0 +1,218 @@
+"""The Spark source's registry columns (logbroker/spark/registry.py): `value.format=registry`
+and `key.format=registry` read Confluent-framed Avro and JSON Schema values (and Avro keys),
+written by confluent-kafka's serializers through the broker's own schema registry, as
+struct columns, with no hand decoding; values that do not decode keep their bytes in
+`value_raw` (PERMISSIVE) or fail the read naming the offset (FAILFAST); a version registered
+after the query was planned is read into the struct the query has."""
+
+from __future__ import annotations
+
+import datetime
+import json
+
+import pytest
+
+ORDER_V1 = {
+    "type": "record",
+    "name": "Order",
+    "namespace": "lb.spark",
+    "fields": [
+        {"name": "id", "type": "long"},
+        {"name": "item", "type": "string"},
+        {"name": "at", "type": {"type": "long", "logicalType": "timestamp-millis"}},
+        {"name": "day", "type": {"type": "int", "logicalType": "date"}},
+        {"name": "tags", "type": {"type": "array", "items": "string"}},
+        {
+            "name": "ship",
+            "type": [
+                "null",
+                {"type": "record", "name": "Ship", "fields": [{"name": "city", "type": "string"}]},
+            ],
+            "default": None,
+        },
+    ],
+}
+ORDER_V2 = json.loads(json.dumps(ORDER_V1))
+ORDER_V2["fields"].append({"name": "qty", "type": ["null", "int"], "default": None})
+ORDER_V3 = json.loads(json.dumps(ORDER_V2))  # registered after the query is planned
+ORDER_V3["fields"].append({"name": "note", "type": ["null", "string"], "default": None})
+KEY = {"type": "record", "name": "OrderKey", "namespace": "lb.spark", "fields": [{"name": "id", "type": "long"}]}
+EVENT = {
+    "$schema": "http://json-schema.org/draft-07/schema#",
+    "title": "Event",
+    "type": "object",
+    "properties": {"name": {"type": "string"}, "n": {"type": "integer"}, "score": {"type": "number"}},
+}
+EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
+
+
+def order(i: int, version: int) -> dict:
+    d = {
+        "id": i,
+        "item": f"item-{i}",
+        "at": EPOCH + datetime.timedelta(milliseconds=1_700_000_000_000 + i),
+        "day": datetime.date(2024, 1, 1) + datetime.timedelta(days=i % 30),
+        "tags": [f"t{j}" for j in range(i % 3)],
+        "ship": {"city": f"city-{i}"} if i % 4 else None,
+    }
+    if version >= 2:
+        d["qty"] = i * 10
+    if version >= 3:
+        d["note"] = f"note-{i}"
+    return d
+
+
+def expected(i: int, version: int) -> dict:
+    """The value struct's row as Spark reads it (the query's struct: v1 + v2 fields)."""
+    d = order(i, version)
+    ms = 1_700_000_000_000 + i  # PySpark gives a timestamp as the driver's local time
+    return {
+        "id": i,
+        "item": d["item"],
+        "at": datetime.datetime.fromtimestamp(ms // 1000).replace(microsecond=ms % 1000 * 1000),
+        "day": d["day"],
+        "tags": d["tags"],
+        "ship": {"city": d["ship"]["city"]} if d["ship"] else None,
+        "qty": d.get("qty"),
+    }
+
+
+@pytest.fixture(scope="module")
+def registry_topics():
+    """A broker with its registry; topic `orders` (2 partitions) with Avro keys and values of
+    two versions, a value that is not framed and a tombstone; topic `events` with JSON
+    Schema values. Yields (bootstrap, registry url, registry client, producer, model), the
+    model being offset-ordered rows per topic."""
+    from confluent_kafka import Producer
+    from confluent_kafka.schema_registry import SchemaRegistryClient
+    from confluent_kafka.schema_registry.avro import AvroSerializer
+    from confluent_kafka.schema_registry.json_schema import JSONSerializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
+
+    import logbroker
+    from logbroker import Admin, NewTopic
+
+    with logbroker.Broker(schema_registry_listen="127.0.0.1:0") as b:
+        host, port = b.server.schema_registry_address
+        url = f"http://{host}:{port}"
+        sr = SchemaRegistryClient({"url": url})
+        with Admin(b.bootstrap_servers) as admin:
+            admin.create_topics([NewTopic("orders", 2, 1), NewTopic("events", 1, 1)])
+        p = Producer({"bootstrap.servers": b.bootstrap_servers, "linger.ms": 5})
+        value_ctx = SerializationContext("orders", MessageField.VALUE)
+        key_ctx = SerializationContext("orders", MessageField.KEY)
+        keys = AvroSerializer(sr, json.dumps(KEY))
+        model: dict = {"orders": [], "events": []}
+        for version, schema in ((1, ORDER_V1), (2, ORDER_V2)):
+            ser = AvroSerializer(sr, json.dumps(schema))
+            for i in range(40 * (version - 1), 40 * version):
+                p.produce("orders", ser(order(i, version), value_ctx), key=keys({"id": i}, key_ctx), partition=i % 2)
+                model["orders"].append((i % 2, i, version))
+        p.produce("orders", b"not framed", key=keys({"id": 1000}, key_ctx), partition=0)
+        p.produce("orders", None, key=keys({"id": 1001}, key_ctx), partition=1)
+        events = JSONSerializer(json.dumps(EVENT), sr)
+        events_ctx = SerializationContext("events", MessageField.VALUE)
+        for i in range(30):
+            p.produce("events", events({"name": f"e{i}", "n": i, "score": i / 4}, events_ctx))
+        assert p.flush(30) == 0
+        yield b.bootstrap_servers, url, sr, p, model
+        sr.close()
+
+
+def read(spark, bootstrap: str, url: str, topic: str, **options):
+    r = (
+        spark.read.format("logbroker")
+        .option("bootstrap.servers", bootstrap)
+        .option("subscribe", topic)
+        .option("schema.registry.url", url)
+    )
+    for k, v in options.items():
+        r = r.option(k.replace("_", "."), v)
+    return r.load()
+
+
+def test_avro_values_and_keys_read_as_struct_columns(spark, registry_topics) -> None:
+    bootstrap, url, _, _, model = registry_topics
+    df = read(spark, bootstrap, url, "orders", value_format="registry", key_format="registry")
+    assert df.schema["value"].dataType.simpleString() == (
+        "struct<id:bigint,item:string,at:timestamp,day:date,tags:array<string>,ship:struct<city:string>,qty:int>"
+    )
+    assert df.schema["key"].dataType.simpleString() == "struct<id:bigint>"
+    assert [f.name for f in df.schema.fields][-4:] == ["key_schema_id", "key_raw", "value_schema_id", "value_raw"]
+    rows = df.orderBy("partition", "offset").collect()
+    decoded = {r["value"]["id"]: r for r in rows if r["value"] is not None}
+    assert sorted(decoded) == list(range(80))
+    for _, i, version in model["orders"]:
+        r = decoded[i]
+        assert r["value"].asDict(recursive=True) == expected(i, version), i
+        assert r["key"]["id"] == i and r["key_raw"] is None and r["value_raw"] is None
+    assert len({r["value_schema_id"] for r in decoded.values()}) == 2
+    # a value that is not framed: null struct, its bytes kept; a tombstone: null, nothing raw
+    odd = {r["key"]["id"]: r for r in rows if r["value"] is None}
+    assert odd[1000]["value_raw"] == b"not framed" and odd[1000]["value_schema_id"] is None
+    assert odd[1001]["value_raw"] is None
+    # the struct's fields are columns to Spark SQL
+    assert df.where("value.qty >= 500").count() == sum(1 for i in range(40, 80) if i * 10 >= 500)
+
+
+def test_json_schema_values_read_as_a_struct(spark, registry_topics) -> None:
+    bootstrap, url, *_ = registry_topics
+    df = read(spark, bootstrap, url, "events", value_format="registry")
+    assert df.schema["value"].dataType.simpleString() == "struct<name:string,n:bigint,score:double>"
+    assert df.schema["key"].dataType.simpleString() == "binary"
+    got = [r["value"].asDict() for r in df.orderBy("offset").collect()]
+    assert got == [{"name": f"e{i}", "n": i, "score": i / 4} for i in range(30)]
+
+
+def test_failfast_names_the_offset_and_the_reason(spark, registry_topics) -> None:
+    bootstrap, url, *_ = registry_topics
+    df = read(spark, bootstrap, url, "orders", value_format="registry", mode="FAILFAST")
+    with pytest.raises(Exception, match=r"orders-0 offset \d+: the value does not decode .*Confluent's framing"):
+        df.collect()
+    with pytest.raises(Exception, match="schema.registry.url"):
+        spark.read.format("logbroker").option("bootstrap.servers", bootstrap).option("subscribe", "orders").option(
+            "value.format", "registry"
+        ).load()
+
+
+def test_a_version_registered_after_planning_reads_into_the_querys_struct(spark, registry_topics) -> None:
+    """Batch: the schema is the registry's when the DataFrame is made; a version registered
+    before the read decodes its shared fields (its new one is left out). Streaming: every
+    micro-batch is planned with the versions registered by then."""
+    from confluent_kafka.schema_registry.avro import AvroSerializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
+
+    bootstrap, url, sr, p, _ = registry_topics
+    df = read(spark, bootstrap, url, "orders", value_format="registry")
+    stream = (
+        spark.readStream.format("logbroker")
+        .option("bootstrap.servers", bootstrap)
+        .option("subscribe", "orders")
+        .option("startingOffsets", "earliest")
+        .option("value.format", "registry")
+        .option("schema.registry.url", url)
+        .load()
+    )
+    ser = AvroSerializer(sr, json.dumps(ORDER_V3))
+    ctx = SerializationContext("orders", MessageField.VALUE)
+    for i in range(100, 110):
+        p.produce("orders", ser(order(i, 3), ctx), partition=i % 2)
+    assert p.flush(30) == 0
+    assert "note" not in df.schema["value"].dataType.fieldNames()
+    late = {r["value"]["id"]: r for r in df.where("value.id >= 100").collect()}
+    assert sorted(late) == list(range(100, 110))
+    assert all(late[i]["value"].asDict(recursive=True) == expected(i, 3) for i in late)
+    assert len({r["value_schema_id"] for r in late.values()}) == 1 and all(
+        r["value_raw"] is None for r in late.values()
+    )
+
+    got = []
+    q = (
+        stream.where("value.id >= 100")
+        .writeStream.trigger(availableNow=True)
+        .foreachBatch(lambda batch, _: got.extend(r["value"]["id"] for r in batch.collect()))
+        .start()
+    )
+    q.awaitTermination(120)
+    assert q.exception() is None
+    assert sorted(got) == list(range(100, 110))
