@@ -1,5 +1,6 @@
 """The Spark source's registry columns (logbroker/spark/registry.py): `value.format=registry`
-and `key.format=registry` read Confluent-framed Avro and JSON Schema values (and Avro keys),
+and `key.format=registry` read Confluent-framed Avro, JSON Schema and Protobuf values (and
+Avro keys),
 written by confluent-kafka's serializers through the broker's own schema registry, as
 struct columns, with no hand decoding; values that do not decode keep their bytes in
 `value_raw` (PERMISSIVE) or fail the read naming the offset (FAILFAST); a version registered
@@ -11,6 +12,7 @@ import datetime
 import json
 
 import pytest
+from test_iceberg_value_schema import ORDER_PROTO, ORDER_PROTO_V2, expected_order, order_class, proto_order
 
 ORDER_V1 = {
     "type": "record",
@@ -81,12 +83,13 @@ def expected(i: int, version: int) -> dict:
 def registry_topics():
     """A broker with its registry; topic `orders` (2 partitions) with Avro keys and values of
     two versions, a value that is not framed and a tombstone; topic `events` with JSON
-    Schema values. Yields (bootstrap, registry url, registry client, producer, model), the
-    model being offset-ordered rows per topic."""
+    Schema values; topic `porders` with Protobuf values of two versions. Yields (bootstrap,
+    registry url, registry client, producer, model), the model being rows per topic."""
     from confluent_kafka import Producer
     from confluent_kafka.schema_registry import SchemaRegistryClient
     from confluent_kafka.schema_registry.avro import AvroSerializer
     from confluent_kafka.schema_registry.json_schema import JSONSerializer
+    from confluent_kafka.schema_registry.protobuf import ProtobufSerializer
     from confluent_kafka.serialization import MessageField, SerializationContext
 
     import logbroker
@@ -97,12 +100,12 @@ def registry_topics():
         url = f"http://{host}:{port}"
         sr = SchemaRegistryClient({"url": url})
         with Admin(b.bootstrap_servers) as admin:
-            admin.create_topics([NewTopic("orders", 2, 1), NewTopic("events", 1, 1)])
+            admin.create_topics([NewTopic("orders", 2, 1), NewTopic("events", 1, 1), NewTopic("porders", 1, 1)])
         p = Producer({"bootstrap.servers": b.bootstrap_servers, "linger.ms": 5})
         value_ctx = SerializationContext("orders", MessageField.VALUE)
         key_ctx = SerializationContext("orders", MessageField.KEY)
         keys = AvroSerializer(sr, json.dumps(KEY))
-        model: dict = {"orders": [], "events": []}
+        model: dict = {"orders": [], "events": [], "porders": []}
         for version, schema in ((1, ORDER_V1), (2, ORDER_V2)):
             ser = AvroSerializer(sr, json.dumps(schema))
             for i in range(40 * (version - 1), 40 * version):
@@ -114,6 +117,14 @@ def registry_topics():
         events_ctx = SerializationContext("events", MessageField.VALUE)
         for i in range(30):
             p.produce("events", events({"name": f"e{i}", "n": i, "score": i / 4}, events_ctx))
+        porders_ctx = SerializationContext("porders", MessageField.VALUE)
+        for text, v2, ids in ((ORDER_PROTO, False, range(20)), (ORDER_PROTO_V2, True, range(20, 40))):
+            cls = order_class(text)
+            proto = ProtobufSerializer(cls, sr, {"use.deprecated.format": False})
+            for i in ids:
+                m = proto_order(cls, i, v2)
+                p.produce("porders", proto(m, porders_ctx))
+                model["porders"].append(expected_order(m, v2))
         assert p.flush(30) == 0
         yield b.bootstrap_servers, url, sr, p, model
         sr.close()
@@ -162,6 +173,14 @@ def test_json_schema_values_read_as_a_struct(spark, registry_topics) -> None:
     assert df.schema["key"].dataType.simpleString() == "binary"
     got = [r["value"].asDict() for r in df.orderBy("offset").collect()]
     assert got == [{"name": f"e{i}", "n": i, "score": i / 4} for i in range(30)]
+
+
+def test_protobuf_values_read_as_a_struct(spark, registry_topics) -> None:
+    bootstrap, url, _, _, model = registry_topics
+    df = read(spark, bootstrap, url, "porders", value_format="registry")
+    assert df.schema["value"].dataType["referrer"].dataType.simpleString() == "string"
+    got = [r["value"].asDict(recursive=True) for r in df.orderBy("offset").collect()]
+    assert got == model["porders"]
 
 
 def test_failfast_names_the_offset_and_the_reason(spark, registry_topics) -> None:
