@@ -155,6 +155,34 @@ def test_the_table_holds_each_keys_latest_value_across_commits_and_a_restart(tmp
         assert f"partition {p} rebuilt: {live[p]} live key(s)" in " ".join(rebuilt[:2]), (live, rebuilt)
 
 
+def test_a_delete_file_naming_files_of_two_compactions_goes_with_the_second(tmp_path: Path, monkeypatch) -> None:
+    """A compaction takes at most MAX_REWRITE_BYTES of a partition's files (here one file at a
+    time): a position delete file naming several data files stays until the last of them is
+    rewritten, then goes; the table equals the model throughout."""
+    from logbroker.iceberg import table_maintenance
+
+    data = tmp_path / "d"
+    base = data / "__iceberg"
+    model: dict = {}
+    monkeypatch.setattr(table_maintenance, "MAX_REWRITE_BYTES", 1)
+    with logbroker.Broker(data_dir=data, **FAST) as b:
+        with Admin(b.bootstrap_servers) as admin:
+            admin.create_topics([NewTopic("cut", 2, 1, dict(UPSERT))])
+        for seed in (1, 2, 3):  # three commits: the later ones' deletes name earlier files
+            produce_updates(b.bootstrap_servers, "cut", model, 1, 300, seed=seed)
+            assert settled_state(b.bootstrap_servers, base, "cut") == sorted_keyless(model)
+        totals = catalog(base).load_table("logbroker.cut").current_snapshot().summary.additional_properties
+        assert int(totals["total-delete-files"]) > 0, totals
+        for _ in range(60):
+            table = catalog(base).load_table("logbroker.cut")
+            if table.current_snapshot().summary.additional_properties["total-delete-files"] == "0":
+                break
+            compact_small_files(table, upsert=True)
+            assert settled_state(b.bootstrap_servers, base, "cut") == sorted_keyless(model)
+        totals = catalog(base).load_table("logbroker.cut").current_snapshot().summary.additional_properties
+        assert totals["total-delete-files"] == "0" and totals["total-position-deletes"] == "0", totals
+
+
 @pytest.mark.timeout(300 if "LOGBROKER_UPSERT_KEYS" not in os.environ else 1800)
 def test_three_nodes_a_leader_killed_midway_spark_reads_the_latest_value_per_key(iceberg_spark, tmp_path: Path) -> None:
     """10,000 keys updated 10 times each with tombstones, acks=all and idempotent, on three

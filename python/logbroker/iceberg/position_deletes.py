@@ -157,9 +157,11 @@ class RewriteFiles(_SnapshotProducer):
         return out
 
 
-def applied_delete_files(io, tasks: list) -> set[str]:
-    """The position delete files of `tasks` that name only the tasks' data files (a
-    compaction that rewrites those files applied them all, so they can go)."""
+def applied_delete_files(io, tasks: list, live: set[str]) -> set[str]:
+    """The position delete files of `tasks` whose every data file still `live` (in the
+    table) is one of the tasks' (a compaction that rewrites those files applied them all, so
+    they can go). A delete file naming files of two rewrites (a compaction takes at most 256
+    MiB of a partition's files) stays after the first and goes with the second."""
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
@@ -168,6 +170,6 @@ def applied_delete_files(io, tasks: list) -> set[str]:
     for path in {d.file_path for task in tasks for d in task.delete_files}:
         with io.new_input(path).open() as stream:
             named = pc.unique(pq.read_table(stream, columns=["file_path"]).column("file_path")).to_pylist()
-        if set(named) <= rewritten:
+        if set(named) & live <= rewritten:
             out.add(path)
     return out

@@ -53,13 +53,14 @@ class Compaction:
     snapshot_id: int | None
 
 
-def small_file_groups(table, upsert: bool = False) -> list[list]:
+def small_file_groups(table, upsert: bool = False, tasks: list | None = None) -> list[list]:
     """FileScanTasks of small files, grouped by table partition and Kafka partition (a data
     file holds one Kafka partition, which the table as the tier relies on:
     logbroker/iceberg/table_tier.py), largest groups first. `upsert`: files with position
-    deletes are taken too, whatever their size, and their groups first (upsert_groups)."""
+    deletes are taken too, whatever their size, and their groups first (upsert_groups).
+    `tasks`: the table's planned files, if the caller has them."""
     groups: dict[tuple, list] = {}
-    for task in table.scan().plan_files():
+    for task in tasks if tasks is not None else table.scan().plan_files():
         f = task.file
         if (f.file_size_in_bytes < SMALL_FILE_BYTES and not task.delete_files) or (upsert and task.delete_files):
             groups.setdefault((f.spec_id, repr(f.partition), kafka_partition(f)), []).append(task)
@@ -87,13 +88,14 @@ def compact_small_files(table, upsert: bool = False) -> Compaction | None:
     nothing to do, or the table's position is not the broker's, or a lost race). `upsert`
     (an upsert table): first the files whose position deletes remove a tenth of their rows or
     more, written again with the deletes applied; the delete files that name only files so
-    rewritten are removed in the same snapshot."""
+    rewritten, or since gone, are removed in the same snapshot."""
     import pyarrow as pa
     from pyiceberg.exceptions import CommitFailedException
     from pyiceberg.expressions import AlwaysTrue
     from pyiceberg.io.pyarrow import ArrowScan, _dataframe_to_data_files
 
-    groups = small_file_groups(table, upsert)
+    tasks = list(table.scan().plan_files())
+    groups = small_file_groups(table, upsert, tasks)
     if not groups:
         return None
     deleting = upsert and _deleted_share(groups[0]) >= DELETED_SHARE
@@ -103,7 +105,8 @@ def compact_small_files(table, upsert: bool = False) -> Compaction | None:
     if position.topic_id is None:
         return None
     picked, size = [], 0
-    for task in sorted(groups[0], key=lambda t: t.file.file_path):
+    # deleting: the files with position deletes first (what the rewrite is for)
+    for task in sorted(groups[0], key=lambda t: (deleting and not t.delete_files, t.file.file_path)):
         if picked and size + task.file.file_size_in_bytes > MAX_REWRITE_BYTES:
             break
         picked.append(task)
@@ -120,7 +123,7 @@ def compact_small_files(table, upsert: bool = False) -> Compaction | None:
                 from logbroker.iceberg.position_deletes import RewriteFiles, applied_delete_files
 
                 removed = {task.file.file_path for task in picked}
-                removed |= applied_delete_files(table.io, picked)
+                removed |= applied_delete_files(table.io, picked, {t.file.file_path for t in tasks})
                 # the Kafka partition whose rows moved: its leader's key index is rebuilt
                 # (unnamed, every partition's is)
                 moved = kafka_partition(picked[0].file)
