@@ -235,3 +235,86 @@ def test_a_version_registered_after_planning_reads_into_the_querys_struct(spark,
     q.awaitTermination(120)
     assert q.exception() is None
     assert sorted(got) == list(range(100, 110))
+
+
+def test_the_sink_writes_struct_rows_as_registered_avro(spark, registry_topics) -> None:
+    """`value.format=registry` on the sink: the struct rows as Avro in Confluent's framing,
+    their schema registered under `<topic>-value`; confluent-kafka's AvroDeserializer reads
+    the values back as written, a null struct is a tombstone, and the source reads the same
+    rows back."""
+    from confluent_kafka.schema_registry.avro import AvroDeserializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
+
+    import logbroker
+    from logbroker import Admin, NewTopic
+
+    bootstrap, url, sr, _, _ = registry_topics
+    with Admin(bootstrap) as admin:
+        admin.create_topics([NewTopic("sunk", 1, 1)])
+    schema = (
+        "key struct<id: bigint>, value struct<id: bigint, item: string, qty: int, price: double, ok: boolean, "
+        "tags: array<string>, ship: struct<city: string>, at: timestamp, day: date, blob: binary>"
+    )
+    at = datetime.datetime(2024, 5, 6, 7, 8, 9, 123456)  # naive: the driver's local time, as PySpark has it
+    rows = [
+        (
+            {"id": i},
+            {
+                "id": i,
+                "item": f"item-{i}",
+                "qty": None if i % 5 == 0 else i,
+                "price": i / 8,
+                "ok": i % 2 == 0,
+                "tags": [f"t{j}" for j in range(i % 3)],
+                "ship": {"city": f"c{i}"} if i % 4 else None,
+                "at": at + datetime.timedelta(seconds=i),
+                "day": datetime.date(2024, 1, 1) + datetime.timedelta(days=i),
+                "blob": bytes([i]),
+            }
+            if i != 7
+            else None,
+        )
+        for i in range(20)
+    ]
+    (
+        spark.createDataFrame(rows, schema)
+        .write.format("logbroker")
+        .mode("append")
+        .option("bootstrap.servers", bootstrap)
+        .option("topic", "sunk")
+        .option("value.format", "registry")
+        .option("key.format", "registry")
+        .option("schema.registry.url", url)
+        .save()
+    )
+    registered = json.loads(sr.get_latest_version("sunk-value").schema.schema_str)
+    assert [f["name"] for f in registered["fields"]][:3] == ["id", "item", "qty"]
+    assert sr.get_latest_version("sunk-key").schema_id != sr.get_latest_version("sunk-value").schema_id
+
+    with logbroker.Consumer(bootstrap, auto_offset_reset="earliest") as c:
+        c.assign([logbroker.TopicPartition("sunk", 0)])
+        got = []
+        while len(got) < 20:
+            got += c.poll(1.0)
+    deserialize = AvroDeserializer(sr)
+    value_ctx = SerializationContext("sunk", MessageField.VALUE)
+    key_ctx = SerializationContext("sunk", MessageField.KEY)
+    by_id = {deserialize(r.key, key_ctx)["id"]: r.value for r in got}
+    assert by_id[7] is None  # a null struct: a tombstone
+    for key, value in rows:
+        if value is None:
+            continue
+        decoded = deserialize(by_id[key["id"]], value_ctx)
+        want = dict(value, at=value["at"].astimezone(datetime.UTC))  # timestamp-micros: an instant
+        assert decoded == want, (decoded, want)
+
+    back = (
+        spark.read.format("logbroker")
+        .option("bootstrap.servers", bootstrap)
+        .option("subscribe", "sunk")
+        .option("value.format", "registry")
+        .option("schema.registry.url", url)
+        .load()
+    )
+    read = {r["value"]["id"]: r["value"].asDict(recursive=True) for r in back.collect() if r["value"] is not None}
+    assert read == {v["id"]: v for _, v in rows if v is not None}

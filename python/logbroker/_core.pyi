@@ -55,6 +55,7 @@ __all__ = [
     "decode_columns",
     "decode_records",
     "decode_registry_values",
+    "encode_registry_values",
     "decompress",
     "jws_verify",
     "encode_batch",
@@ -387,6 +388,13 @@ def decode_registry_values(
     did not decode), with `programs` ((schema id, program) as TableDataFiles takes them).
     Returns (an Arrow IPC stream of that batch, failures, (row, reason) of the first failure
     or None). Releases the GIL."""
+
+def encode_registry_values(batch: Buffer, schema_id: int) -> tuple[bytes, bytes, bytes, int]:
+    """Encodes the struct rows of the first column of `batch` (an Arrow IPC stream of one
+    record batch) as Confluent-framed Avro values of `schema_id` (rust/src/avro_encode.rs has
+    the writer schema's rules); returns a binary column's buffers (validity, i32 offsets,
+    data, null count), a null row a null value. Raises ValueError for a type it cannot
+    encode, naming the field. Releases the GIL."""
 
 # --- Iceberg topics' data files (rust/src/py/table.rs) ---
 

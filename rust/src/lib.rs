@@ -5,6 +5,7 @@
 
 // Engine: record batches.
 pub mod avro_columns;
+pub mod avro_encode;
 pub mod batch;
 pub mod builder;
 pub mod columnar;

@@ -29,6 +29,12 @@ the query is started again.
 
 Registry settings: `schema.registry.url` (required), `schema.registry.basic.auth.user.info`
 (`user:password`, HTTP basic), and for https `schema.registry.ssl.ca.location`.
+
+The sink (logbroker/spark/sink.py) does the reverse with `value.format=registry` /
+`key.format=registry`: a struct column is written as Avro in Confluent's framing (Rust,
+`_core.encode_registry_values`; rust/src/avro_encode.rs), with a writer schema made from the
+column's type (`avro_schema`: a record of its fields, each `["null", T]` with a null default)
+and registered under the subject on the driver, which gives the id the executors frame with.
 """
 
 from __future__ import annotations
@@ -93,6 +99,31 @@ class Registry:
             raise SparkSourceError(f"schema registry {self.url}: GET {path} answered {e.code}: {body}") from None
         except (urllib.error.URLError, OSError) as e:
             raise SparkSourceError(f"schema registry {self.url}: GET {path} failed: {e}") from None
+
+    def register(self, subject: str, schema: dict) -> int:
+        """Registers an Avro schema under `subject` (the id of an identical version if there
+        is one); the registry refuses an incompatible one, named in the error."""
+        quoted = urllib.parse.quote(subject, safe="")
+        body = json.dumps({"schema": json.dumps(schema)}).encode()
+        req = urllib.request.Request(
+            f"{self.url}/subjects/{quoted}/versions",
+            data=body,
+            method="POST",
+            headers={"Content-Type": "application/vnd.schemaregistry.v1+json"},
+        )
+        if self.user_info:
+            req.add_header("Authorization", "Basic " + base64.b64encode(self.user_info.encode()).decode())
+        context = ssl.create_default_context(cafile=self.ca_location) if self.url.startswith("https") else None
+        try:
+            with urllib.request.urlopen(req, timeout=TIMEOUT_S, context=context) as resp:
+                return int(json.load(resp)["id"])
+        except urllib.error.HTTPError as e:
+            text = e.read().decode(errors="replace")[:500]
+            raise SparkSourceError(
+                f"schema registry {self.url}: registering under {subject!r} answered {e.code}: {text}"
+            ) from None
+        except (urllib.error.URLError, OSError) as e:
+            raise SparkSourceError(f"schema registry {self.url}: registering under {subject!r} failed: {e}") from None
 
     def versions(self, subject: str) -> list[vs.ValueSchema]:
         """Every version under `subject`, soft-deleted ones too (records may still carry
@@ -193,6 +224,145 @@ class Column:
             )
         batch = pa.ipc.open_stream(ipc).read_next_batch()
         return [batch.column(i) for i in range(3)]
+
+
+def _avro_name(text: str) -> str:
+    out = "".join(c if c.isalnum() or c == "_" else "_" for c in text)
+    return out if out and not out[0].isdigit() else f"_{out}"
+
+
+def avro_schema(arrow_type, name: str, namespace: str = "logbroker.spark") -> dict:
+    """The Avro writer schema of a struct column (rust/src/avro_encode.rs encodes by the same
+    rules): a record named `name`, every field `["null", T]` defaulting to null."""
+    import pyarrow as pa
+
+    def typ(t, path: str):
+        if pa.types.is_boolean(t):
+            return "boolean"
+        if pa.types.is_int8(t) or pa.types.is_int16(t) or pa.types.is_int32(t):
+            return "int"
+        if pa.types.is_int64(t):
+            return "long"
+        if pa.types.is_float32(t):
+            return "float"
+        if pa.types.is_float64(t):
+            return "double"
+        if pa.types.is_string(t) or pa.types.is_large_string(t):
+            return "string"
+        if pa.types.is_binary(t) or pa.types.is_large_binary(t):
+            return "bytes"
+        if pa.types.is_date32(t):
+            return {"type": "int", "logicalType": "date"}
+        if pa.types.is_timestamp(t):
+            return {"type": "long", "logicalType": "timestamp-micros" if t.tz else "local-timestamp-micros"}
+        if pa.types.is_struct(t):
+            return record(t, path)
+        if pa.types.is_list(t) or pa.types.is_large_list(t):
+            return {"type": "array", "items": ["null", typ(t.value_type, path + "_item")]}
+        raise SparkSourceError(f"field {path}: the registry sink cannot write Spark/Arrow type {t} as Avro")
+
+    def record(t, path: str) -> dict:
+        fields = []
+        for i in range(t.num_fields):
+            f = t.field(i)
+            fields.append(
+                {"name": _avro_name(f.name), "type": ["null", typ(f.type, f"{path}_{f.name}")], "default": None}
+            )
+        return {"type": "record", "name": _avro_name(path), "fields": fields}
+
+    if not pa.types.is_struct(arrow_type):
+        raise SparkSourceError(f"{name}.format=registry writes a struct column; {name} is {arrow_type}")
+    out = record(arrow_type, name)
+    out["namespace"] = namespace
+    return out
+
+
+class SinkColumn:
+    """A struct column the sink writes as registry-framed Avro (plain data: picklable)."""
+
+    def __init__(self, name: str, arrow_type, schema_id: int) -> None:
+        self.name = name
+        self.arrow_type = arrow_type
+        self.schema_id = schema_id
+
+    @classmethod
+    def plan(cls, o: dict, schema, topic: str | None) -> list[SinkColumn]:
+        """Driver side: the registry columns of a write, each schema registered."""
+        from pyspark.sql.pandas.types import to_arrow_type
+
+        names = []
+        for name in ("key", "value"):
+            fmt = str(o.get(f"{name}.format", "binary")).lower()
+            if fmt not in FORMATS:
+                raise SparkSourceError(f"{name}.format must be one of {', '.join(FORMATS)}, not {fmt!r}")
+            if fmt == "registry":
+                names.append(name)
+        if not names:
+            return []
+        url = o.get("schema.registry.url")
+        if not url:
+            raise SparkSourceError(f"{names[0]}.format=registry needs option schema.registry.url")
+        registry = Registry(
+            url, o.get("schema.registry.basic.auth.user.info"), o.get("schema.registry.ssl.ca.location")
+        )
+        out = []
+        for name in names:
+            if name not in schema.fieldNames():
+                raise SparkSourceError(f"{name}.format=registry: the DataFrame has no {name} column")
+            subject = o.get(f"{name}.subject") or (f"{topic}-{name}" if topic else None)
+            if subject is None:
+                raise SparkSourceError(f"{name}.format=registry needs the topic option or option {name}.subject")
+            arrow_type = to_arrow_type(schema[name].dataType, timezone="UTC")
+            record_name = o.get(f"{name}.avro.name") or _avro_name(f"{subject}")
+            out.append(cls(name, arrow_type, registry.register(subject, avro_schema(arrow_type, record_name))))
+        return out
+
+    def encode(self, values: list) -> list:
+        """Executor side: the framed bytes of each row's struct (a dict, or None: None)."""
+        import pyarrow as pa
+
+        if _has_timestamp(self.arrow_type):
+            # PySpark hands a timestamp over as the worker's local time, without a zone
+            values = [_aware(v) for v in values]
+        arr = pa.array(values, type=self.arrow_type)
+        sink = pa.BufferOutputStream()
+        batch = pa.RecordBatch.from_arrays([arr], names=[self.name])
+        with pa.ipc.new_stream(sink, batch.schema) as w:
+            w.write_batch(batch)
+        validity, offsets, data, nulls = _core.encode_registry_values(sink.getvalue(), self.schema_id)
+        n = len(values)
+        out = pa.Array.from_buffers(
+            pa.binary(),
+            n,
+            [pa.py_buffer(validity) if nulls else None, pa.py_buffer(offsets), pa.py_buffer(data)],
+            null_count=nulls,
+        )
+        return out.to_pylist()
+
+
+def _has_timestamp(t) -> bool:
+    import pyarrow as pa
+
+    if pa.types.is_timestamp(t):
+        return True
+    if pa.types.is_struct(t):
+        return any(_has_timestamp(t.field(i).type) for i in range(t.num_fields))
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        return _has_timestamp(t.value_type)
+    return False
+
+
+def _aware(v):
+    """`v` with every naive datetime read as local time (as PySpark made it) and made aware."""
+    import datetime
+
+    if isinstance(v, datetime.datetime):
+        return v.astimezone(datetime.UTC) if v.tzinfo is None else v
+    if isinstance(v, dict):
+        return {k: _aware(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [_aware(x) for x in v]
+    return v
 
 
 def from_spark(dt) -> Any:

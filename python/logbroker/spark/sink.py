@@ -17,7 +17,12 @@ a driver crash finds its own commit there and writes nothing again, so a batch w
 transactions the driver committed before the crash is not written twice. Consumers must read
 with isolation.level=read_committed. The transactions must be committed within
 `kafka.transaction.timeout.ms` (60 s by default) of the task writing them, else the broker
-aborts them."""
+aborts them.
+
+With `value.format=registry` (and `key.format=registry`) a struct `value` (`key`) column is
+written as Avro in Confluent's framing, its writer schema made from the column's type and
+registered under `<topic>-value` (`value.subject`) on the driver (logbroker/spark/registry.py),
+the rows encoded in Rust a chunk at a time."""
 
 from __future__ import annotations
 
@@ -38,7 +43,10 @@ class SinkCommit(WriterCommitMessage):
         self.producer_epoch = producer_epoch
 
 
+from logbroker.spark.registry import SinkColumn  # noqa: E402
 from logbroker.spark.security import SECURITY_PREFIXES, connection_settings  # noqa: E402
+
+ENCODE_CHUNK = 4096  # rows encoded per call into Rust (registry columns)
 
 
 def _bytes(v) -> bytes | None:
@@ -73,12 +81,34 @@ class _Writing:
             raise ValueError("the DataFrame written to logbroker needs a value column")
         if self.topic is None and "topic" not in names:
             raise ValueError("set the topic option or give the DataFrame a topic column")
+        # value.format / key.format=registry: struct columns as framed Avro, the schemas
+        # registered here, on the driver (spark/registry.py)
+        self.encoded = SinkColumn.plan(o, schema, self.topic)
+
+    def _dicts(self, iterator):
+        """The rows as dicts, registry columns encoded a chunk at a time."""
+        if not self.encoded:
+            for row in iterator:
+                yield row.asDict()
+            return
+        chunk: list[dict] = []
+        for row in iterator:
+            chunk.append(row.asDict(recursive=True))
+            if len(chunk) >= ENCODE_CHUNK:
+                yield from self._encode(chunk)
+                chunk = []
+        yield from self._encode(chunk)
+
+    def _encode(self, chunk: list[dict]):
+        for c in self.encoded:
+            for d, framed in zip(chunk, c.encode([d.get(c.name) for d in chunk]), strict=True):
+                d[c.name] = framed
+        return chunk
 
     def _send_rows(self, producer, iterator) -> int:
         rows = 0
         futures = []
-        for row in iterator:
-            d = row.asDict()
+        for d in self._dicts(iterator):
             topic = d.get("topic") or self.topic
             if topic is None:
                 raise ValueError(f"row {rows} has a null topic and no topic option is set")

@@ -90,6 +90,36 @@ pub fn decode_registry_values<'py>(
     Ok((PyBytes::new(py, &ipc), failures, first))
 }
 
+/// Encodes the struct rows of the first column of `batch` (an Arrow IPC stream holding one
+/// record batch) as Confluent-framed Avro with `schema_id` (crate::avro_encode); returns the
+/// values as a binary column's Arrow buffers `(validity, offsets, data, null count)`, a null
+/// row a null value. Releases the GIL.
+#[pyfunction]
+#[allow(clippy::type_complexity)] // the Python tuple, as _core.pyi has it
+pub fn encode_registry_values<'py>(
+    py: Python<'py>,
+    batch: &Bound<'py, PyAny>,
+    schema_id: i32,
+) -> PyResult<(Bound<'py, PyBytes>, Bound<'py, PyBytes>, Bound<'py, PyBytes>, usize)> {
+    use arrow_array::cast::AsArray;
+    let ipc = extract_bytes(batch)?;
+    let e = py.detach(|| -> Result<crate::avro_encode::Encoded, String> {
+        let mut reader = arrow_ipc::reader::StreamReader::try_new(std::io::Cursor::new(ipc), None)
+            .map_err(|e| format!("the rows to encode do not decode as Arrow IPC: {e}"))?;
+        let batch = reader
+            .next()
+            .ok_or("the Arrow IPC stream holds no record batch")?
+            .map_err(|e| format!("the rows to encode do not decode as Arrow IPC: {e}"))?;
+        let column = batch.columns().first().ok_or("the record batch has no column")?;
+        let rows = column
+            .as_struct_opt()
+            .ok_or_else(|| format!("the column to encode is {}, not a struct", column.data_type()))?;
+        crate::avro_encode::encode_rows(rows, schema_id)
+    });
+    let e = e.map_err(PyValueError::new_err)?;
+    Ok((PyBytes::new(py, &e.validity), PyBytes::new(py, &e.offsets), PyBytes::new(py, &e.data), e.nulls))
+}
+
 fn target(t: i64) -> Option<usize> {
     usize::try_from(t).ok()
 }

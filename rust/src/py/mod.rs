@@ -7,7 +7,8 @@
 //! - `functions.rs`: checkpoint files, `crc32c`, `jws_verify`, `validate_batches`, `encode_batch`;
 //! - `columnar.rs`: `decode_columns` (record batches to Arrow-layout buffers) and
 //!   `decode_registry_values` (Confluent-framed Avro, JSON Schema and Protobuf values to
-//!   Arrow columns, for the Spark source);
+//!   Arrow columns, for the Spark source) and `encode_registry_values` (struct rows to framed
+//!   Avro, for the Spark sink);
 //! - `protocol.rs`: the Kafka codec for Python (`protocol_decode`, `protocol_encode`,
 //!   `protocol_encode_frame`) and the value conversions; `messages.rs` (generated) applies
 //!   them to every message struct;
@@ -53,6 +54,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     client::register(m)?;
     m.add_function(wrap_pyfunction!(columnar::decode_columns, m)?)?;
     m.add_function(wrap_pyfunction!(columnar::decode_registry_values, m)?)?;
+    m.add_function(wrap_pyfunction!(columnar::encode_registry_values, m)?)?;
     m.add_function(wrap_pyfunction!(protocol::protocol_reencode, m)?)?;
     m.add_function(wrap_pyfunction!(protocol::protocol_decode, m)?)?;
     m.add_function(wrap_pyfunction!(protocol::protocol_encode, m)?)?;
