@@ -510,3 +510,50 @@ def test_broker_writes_protobuf_values_with_confluent_serializer(tmp_path: Path)
         )
         assert [r["value"] for r in sorted(got, key=lambda r: r["value"]["id"])] == sent
         assert sr.get_versions("porders-value") == [1, 2]
+
+
+def test_keys_registered_under_topic_key_are_decoded_beside_the_raw_key(tmp_path: Path) -> None:
+    """A schema registered under `<topic>-key` adds `key_struct` and `key_schema_id` to the
+    table (the raw `key` stays): keys framed with it decode into the struct, the rows written
+    before the columns existed and keys that are not framed read null there."""
+    from confluent_kafka.schema_registry.avro import AvroSerializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
+    from test_iceberg_topics import catalog, wait_for
+
+    key_schema = {
+        "type": "record",
+        "name": "ClickKey",
+        "namespace": "lb.t",
+        "fields": [{"name": "user", "type": "string"}, {"name": "n", "type": "int"}],
+    }
+    with value_topic(tmp_path, "keyed") as (sr, p, ctx, rows):
+        ser = AvroSerializer(sr, json.dumps(V1))
+        for i in range(10):
+            p.produce("keyed", ser(click(i), ctx), key=f"plain-{i}".encode(), partition=i % 2)
+        assert p.flush(30) == 0
+        wait_for(lambda: len(rows()) == 10, what="the records before any key schema")
+        table = catalog(tmp_path / "d" / "__iceberg").load_table("logbroker.keyed")
+        assert "key_struct" not in [f.name for f in table.schema().fields]
+        keys = AvroSerializer(sr, json.dumps(key_schema))
+        key_ctx = SerializationContext("keyed", MessageField.KEY)
+        framed = {}
+        for i in range(10, 30):
+            framed[i] = keys({"user": f"u{i}", "n": i}, key_ctx)
+            p.produce("keyed", ser(click(i), ctx), key=framed[i], partition=i % 2)
+        p.produce("keyed", ser(click(30), ctx), key=b"not framed", partition=0)
+        assert p.flush(30) == 0
+        got = wait_for(lambda: len(r := rows()) == 31 and r, what="the keyed records")
+        table = catalog(tmp_path / "d" / "__iceberg").load_table("logbroker.keyed")
+        names = [f.name for f in table.schema().fields]
+        assert names[-2:] == ["key_struct", "key_schema_id"], names
+        key_id = sr.get_latest_version("keyed-key").schema_id
+        by_user = {r["value"]["user"]: r for r in got}
+        for i in range(10, 30):
+            r = by_user[f"u{i}"]
+            assert r["key_struct"] == {"user": f"u{i}", "n": i} and r["key_schema_id"] == key_id
+            assert r["key"] == framed[i]  # the raw key stays, as the tier and upsert read it
+        for i in range(10):
+            r = by_user[f"u{i}"]
+            assert r["key_struct"] is None and r["key"] == f"plain-{i}".encode()
+        r = by_user["u30"]
+        assert r["key_struct"] is None and r["key_schema_id"] is None and r["key"] == b"not framed"

@@ -414,12 +414,15 @@ class TableDataFiles:
         target_file_bytes: int,
         value_tree: list[tuple[str, list[int]]] | None = None,
         value_programs: list[tuple[int, Any]] | None = None,
+        key_tree: list[tuple[str, list[int]]] | None = None,
+        key_programs: list[tuple[int, Any]] | None = None,
     ) -> TableDataFiles:
         """`schema`: the table's pyarrow schema serialized (field ids in PARQUET:field_id);
         `location`: its data location (a path or file: URL is written directly, other URLs
         are kept in memory for `close` to return); `codec`/`level`: write.parquet.compression-*;
         `value_tree` (pre-order (kind, children)) and `value_programs` ((schema id, program) per
-        writer schema, see rust/src/avro_columns.rs) for tables with value columns. Raises
+        writer schema, see rust/src/avro_columns.rs) for tables with value columns; `key_tree`
+        and `key_programs` the same for a `key_struct` column. Raises
         TableDataFileError for a codec or schema it cannot write."""
     def write_log(
         self, log: Log, start: int, end: int, max_bytes: int, key_index: TableKeyIndex | None = None

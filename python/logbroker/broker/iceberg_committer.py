@@ -89,7 +89,7 @@ class IcebergCommitter:
         for topic, t in by_topic.items():
             parts = t.parts
             try:
-                value_schemas = upto = None
+                value_schemas = key_schemas = upto = None
                 if t.mode == "value_schema_id_prefix":
                     # the offsets first, then the schemas: a record below these offsets was
                     # produced after its schema id was registered, which the registry answers
@@ -99,7 +99,10 @@ class IcebergCommitter:
                     value_schemas = self._value_schemas(topic)
                     if value_schemas is None:
                         continue  # the registry is still reading _schemas: the next interval
-                await trio.to_thread.run_sync(self.commit_topic, topic, parts, value_schemas, upto, t.tier, t.upsert)
+                    key_schemas = self._value_schemas(topic, "key")
+                await trio.to_thread.run_sync(
+                    self.commit_topic, topic, parts, value_schemas, upto, t.tier, t.upsert, key_schemas
+                )
             except IcebergError as e:
                 text = str(e)
                 now = now_ms()
@@ -118,10 +121,10 @@ class IcebergCommitter:
             else:
                 self._errors.pop(topic, None)
 
-    def _value_schemas(self, topic: str) -> list[ValueSchema] | None:
-        """Every version under <topic>-value, newest first, soft-deleted ones too (records
-        may still carry their ids); read on the trio thread, where the registry's state
-        changes. None while the registry has not read `_schemas` yet."""
+    def _value_schemas(self, topic: str, subject: str = "value") -> list[ValueSchema] | None:
+        """Every version under <topic>-value (<topic>-key), newest first, soft-deleted ones
+        too (records may still carry their ids); read on the trio thread, where the registry's
+        state changes. None while the registry has not read `_schemas` yet."""
         if self.registry is None:
             raise IcebergError(
                 f"topic {topic} has iceberg.mode=value_schema_id_prefix, which needs the schema "
@@ -129,7 +132,7 @@ class IcebergCommitter:
             )
         if not self.registry.store.ready.is_set():
             return None
-        versions = self.registry.state.versions(f"{topic}-value", deleted=True)
+        versions = self.registry.state.versions(f"{topic}-{subject}", deleted=True)
         return [
             ValueSchema(v.id, v.schema, v.schema_type) for v in sorted(versions, key=lambda v: v.version, reverse=True)
         ]
@@ -142,11 +145,12 @@ class IcebergCommitter:
         upto: dict[int, int] | None = None,
         tier: bool = False,
         upsert: bool = False,
+        key_schemas: list[ValueSchema] | None = None,
     ) -> CommitOutcome | None:
         """Commit until the led partitions are in the table up to their last stable offset, or
         up to `upto` (partition -> offset) where given (blocking). `tier`: the table is the
         topic's tier (iceberg/table_tier.py), told of each round. `upsert`: one row per key
-        (iceberg/upsert_index.py)."""
+        (iceberg/upsert_index.py). `key_schemas`: `<topic>-key`'s versions (keys decoded)."""
         parts = [p for p in parts if p.is_leader and not p.deleted]
         if not parts:
             return None
@@ -159,7 +163,12 @@ class IcebergCommitter:
         races = 0
         for _ in range(MAX_ROUNDS):
             outcome = self.writer.commit(
-                topic, topic_id, sources, value_schemas=value_schemas, upsert=self.upsert if upsert else None
+                topic,
+                topic_id,
+                sources,
+                value_schemas=value_schemas,
+                upsert=self.upsert if upsert else None,
+                key_schemas=key_schemas,
             )
             if tier:  # first: it compares the table with `held` as of the last round
                 self.tier.after_commit(topic, topic_id, parts, outcome)
@@ -212,7 +221,7 @@ class IcebergCommitter:
         self._maintained[topic] = now
         try:
             if value_schemas is not None:
-                table, _ = self.writer.value_table(topic, value_schemas)
+                table, _, _ = self.writer.value_table(topic, value_schemas)
             else:
                 table = self.writer.table(topic)
             if compact_small_files(table, upsert) is not None:

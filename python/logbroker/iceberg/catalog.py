@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from logbroker.iceberg import IcebergError
-from logbroker.iceberg.table_schema import TABLE_PROPERTIES, column_names, partition_spec, table_schema
+from logbroker.iceberg.table_schema import KEY_COLUMNS, TABLE_PROPERTIES, column_names, partition_spec, table_schema
 
 DEFAULT_DIR = "__iceberg"  # under the data directory; the log-directory scan skips "__" names
 SETTING_KEYS = (
@@ -157,10 +157,11 @@ def open_catalog(settings: CatalogSettings):
         raise IcebergError(f"opening the Iceberg {settings.label()}: {type(e).__name__}: {e}") from None
 
 
-def load_or_create_table(catalog, settings: CatalogSettings, topic: str, value_struct=None):
+def load_or_create_table(catalog, settings: CatalogSettings, topic: str, value_struct=None, key_struct=None):
     """The topic's table, created (with its namespace) when missing; a table found with
     other columns is refused (IcebergError), never written. `value_struct`: the value's
-    columns of an iceberg.mode=value_schema_id_prefix table (table_schema.py)."""
+    columns of an iceberg.mode=value_schema_id_prefix table (table_schema.py); `key_struct`:
+    its decoded keys' (a table found without them gets them later: TableWriter.value_table)."""
     from pyiceberg.exceptions import NamespaceAlreadyExistsError, NoSuchTableError, TableAlreadyExistsError
 
     ident = f"{settings.namespace}.{table_name(topic)}"
@@ -175,7 +176,7 @@ def load_or_create_table(catalog, settings: CatalogSettings, topic: str, value_s
             try:
                 table = catalog.create_table(
                     ident,
-                    schema=table_schema(value_struct),
+                    schema=table_schema(value_struct, key_struct),
                     partition_spec=partition_spec(),
                     properties={**TABLE_PROPERTIES, "logbroker.topic": topic},
                 )
@@ -188,7 +189,7 @@ def load_or_create_table(catalog, settings: CatalogSettings, topic: str, value_s
             f"loading table {ident} of topic {topic} from {settings.label()}: {type(e).__name__}: {e}"
         ) from None
     want = column_names(table_schema(value_struct))
-    have = column_names(table.schema())
+    have = [c for c in column_names(table.schema()) if c[0] not in KEY_COLUMNS]
     if have != want:
         mode = "value_schema_id_prefix" if value_struct is not None else "key_value"
         raise IcebergError(

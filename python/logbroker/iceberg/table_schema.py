@@ -15,6 +15,13 @@ message's fields (nested ids from 100), and two columns follow:
     12 value_schema_id int  (the id in the value's framing)
     13 value_raw binary     (the value, when it did not decode; else null)
 
+and, once a schema is registered under `<topic>-key` (an Avro record, a JSON Schema object or
+a Protobuf message), the key decoded beside the raw `key` (which the table as the tier and
+upsert tables read):
+
+    14 key_struct struct    (the key's fields; null when the key is not framed or does not decode)
+    15 key_schema_id int    (the id in the key's framing)
+
 Partition spec: day(timestamp), partition field id 1000, named timestamp_day.
 """
 
@@ -33,9 +40,12 @@ TABLE_PROPERTIES = {
 }
 
 
-def table_schema(value_struct=None):
+KEY_COLUMNS = ("key_struct", "key_schema_id")
+
+
+def table_schema(value_struct=None, key_struct=None):
     """The table's schema; `value_struct` (value_schema.py's abstract struct) for
-    value_schema_id_prefix tables."""
+    value_schema_id_prefix tables, and `key_struct` for their decoded keys."""
     import itertools
 
     from pyiceberg.schema import Schema
@@ -55,14 +65,21 @@ def table_schema(value_struct=None):
     )
     value_type = BinaryType()
     extra = []
+    ids = itertools.count(100)
     if value_struct is not None:
         from logbroker.iceberg.value_schema import iceberg_type
 
-        ids = itertools.count(100)
         value_type = iceberg_type(value_struct, lambda: next(ids))
         extra = [
             NestedField(12, "value_schema_id", IntegerType(), required=False),
             NestedField(13, "value_raw", BinaryType(), required=False),
+        ]
+    if key_struct is not None:
+        from logbroker.iceberg.value_schema import iceberg_type
+
+        extra += [
+            NestedField(14, "key_struct", iceberg_type(key_struct, lambda: next(ids)), required=False),
+            NestedField(15, "key_schema_id", IntegerType(), required=False),
         ]
     return Schema(
         NestedField(1, "key", BinaryType(), required=False),

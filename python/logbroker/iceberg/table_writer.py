@@ -77,8 +77,8 @@ class TableWriter:
             self._catalog = open_catalog(self.settings)
         return self._catalog
 
-    def table(self, topic: str, value_struct=None):
-        table = load_or_create_table(self.catalog(), self.settings, topic, value_struct)
+    def table(self, topic: str, value_struct=None, key_struct=None):
+        table = load_or_create_table(self.catalog(), self.settings, topic, value_struct, key_struct)
         if table.properties.get("commit.retry.num-retries") != TABLE_PROPERTIES["commit.retry.num-retries"]:
             # Someone changed it: the broker's conditional commits must not be retried by pyiceberg.
             with table.transaction() as tx:
@@ -95,14 +95,16 @@ class TableWriter:
         max_bytes: int = MAX_COMMIT_BYTES,
         value_schemas: list[ValueSchema] | None = None,
         upsert: UpsertIndexes | None = None,
+        key_schemas: list[ValueSchema] | None = None,
     ) -> CommitOutcome:
         """Append what each source's log holds past the table's position, up to its last
         stable offset, in one conditional snapshot. `value_schemas`: (id, Avro schema text)
-        of every version under `<topic>-value`, newest first, for value_schema_id_prefix.
+        of every version under `<topic>-value`, newest first, for value_schema_id_prefix;
+        `key_schemas` the same of `<topic>-key` (keys decoded into `key_struct`).
         `upsert`: the key indexes of an upsert table (iceberg.upsert.enable): one row per
         key, the rows replaced deleted by position in the same snapshot (upsert_index.py)."""
         try:
-            return self._commit(topic, topic_id, sources, max_bytes, value_schemas, upsert)
+            return self._commit(topic, topic_id, sources, max_bytes, value_schemas, upsert, key_schemas)
         finally:
             if upsert is not None:
                 upsert.settle_open(topic_id)
@@ -115,17 +117,18 @@ class TableWriter:
         max_bytes: int,
         value_schemas: list[ValueSchema] | None,
         upsert: UpsertIndexes | None,
+        key_schemas: list[ValueSchema] | None = None,
     ) -> CommitOutcome:
         from pyiceberg.exceptions import CommitFailedException
 
-        values = None
+        values = keys = None
         if value_schemas is not None:
-            table, values = self.value_table(topic, value_schemas)
+            table, values, keys = self.value_table(topic, value_schemas, key_schemas or [])
         else:
             table = self.table(topic)
         ident = table_ident(table)
         position = read_position(table)
-        files = data_files_of(table, values)
+        files = data_files_of(table, values, keys)
         advanced: dict[int, int] = {}
         rows = 0
         budget = max_bytes
@@ -257,11 +260,10 @@ class TableWriter:
             loaded=table,
         )
 
-    def value_table(self, topic: str, value_schemas: list[ValueSchema]):
+    def value_table(self, topic: str, value_schemas: list[ValueSchema], key_schemas: list[ValueSchema] = ()):  # noqa: B006
         """The table with its value struct grown to every registered version's fields, and
-        the decoding of values into it."""
-        from pyiceberg.schema import Schema
-        from pyiceberg.types import NestedField
+        the decoding of values into it; with `key_schemas` (`<topic>-key`'s versions) the same
+        for its `key_struct` (None: the table has no key columns)."""
 
         from logbroker.iceberg import value_schema as vs
 
@@ -271,24 +273,50 @@ class TableWriter:
                 f"{topic}-value yet"
             )
         struct = vs.value_struct(value_schemas)
-        table = self.table(topic, struct)
-        current = vs.from_iceberg(table.schema().find_field("value").field_type)
-        grown = vs.merge_types(current, struct)
+        key_struct = None
+        if key_schemas:
+            try:
+                key_struct = vs.value_struct(list(key_schemas))
+            except IcebergError:
+                key_struct = None  # a key schema without fields (a string, a long): keys stay raw
+        table = self.table(topic, struct, key_struct)
+        table, current = self._grown(table, topic, "value", 2, struct)
+        keys = None
+        if key_struct is not None or _find(table, "key_struct") is not None:
+            table, key_current = self._grown(table, topic, "key_struct", 14, key_struct)
+            keys = ValueDecoding(topic, key_current, list(key_schemas))
+        return table, ValueDecoding(topic, current, value_schemas), keys
+
+    def _grown(self, table, topic: str, column: str, field_id: int, struct):
+        """The table with struct column `column` (added if missing) grown to `struct`'s fields
+        (Iceberg schema evolution: new optional fields), and the column's type now."""
+        from pyiceberg.schema import Schema
+        from pyiceberg.types import IntegerType, NestedField
+
+        from logbroker.iceberg import value_schema as vs
+
+        field = _find(table, column)
+        current = vs.from_iceberg(field.field_type) if field is not None else None
+        grown = current if struct is None else (struct if current is None else vs.merge_types(current, struct))
         if grown != current:
             ids = iter(range(10_000, 1 << 30))
-            wanted = Schema(NestedField(2, "value", vs.iceberg_type(grown, lambda: next(ids)), required=False))
+            fields = [NestedField(field_id, column, vs.iceberg_type(grown, lambda: next(ids)), required=False)]
+            if column == "key_struct":
+                fields.append(NestedField(15, "key_schema_id", IntegerType(), required=False))
             with table.update_schema() as update:
-                update.union_by_name(wanted)
+                update.union_by_name(Schema(*fields))
+            subject = f"{topic}-{'key' if column == 'key_struct' else 'value'}"
             log.info(
-                "table %s: value columns grown to the registered schemas of %s-value: %s",
+                "table %s: %s columns grown to the registered schemas of %s: %s",
                 table_ident(table),
-                topic,
+                column,
+                subject,
                 grown,
                 extra={"topic": topic},
             )
             table = table.refresh()
-            current = vs.from_iceberg(table.schema().find_field("value").field_type)
-        return table, ValueDecoding(topic, current, value_schemas)
+            current = vs.from_iceberg(_find(table, column).field_type)
+        return table, current
 
 
 class ValueDecoding:
@@ -314,7 +342,12 @@ class ValueDecoding:
                 )
 
 
-def data_files_of(table, values: ValueDecoding | None) -> _core.TableDataFiles:
+def _find(table, column: str):
+    """The table's top-level field named `column`, or None."""
+    return next((f for f in table.schema().fields if f.name == column), None)
+
+
+def data_files_of(table, values: ValueDecoding | None, keys: ValueDecoding | None = None) -> _core.TableDataFiles:
     """The Rust writer of one commit's data files, with the table's schema and write.* properties."""
     props = table.properties
     location = props.get("write.data.path") or f"{table.location().rstrip('/')}/data"
@@ -330,6 +363,8 @@ def data_files_of(table, values: ValueDecoding | None) -> _core.TableDataFiles:
             int(props.get("write.target-file-size-bytes", 512 << 20)),
             values.tree.nodes if values is not None else None,
             values.programs if values is not None else None,
+            keys.tree.nodes if keys is not None else None,
+            keys.programs if keys is not None else None,
         )
     except (ValueError, _core.TableDataFileError) as e:
         raise IcebergError(

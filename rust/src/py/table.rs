@@ -34,10 +34,11 @@ impl PyTableDataFiles {
     /// `schema`: the table's pyarrow schema, serialized (`pa.Schema.serialize()`), field ids
     /// in `PARQUET:field_id`. `location`: the table's data location (a path or URL; files of
     /// a non-local one are kept in memory and returned by `close`). `value_tree` and
-    /// `value_programs` as `decode_avro_columns` takes them, for tables with value columns.
+    /// `value_programs` as `decode_avro_columns` takes them, for tables with value columns;
+    /// `key_tree` and `key_programs` the same for the `key_struct` column.
     #[new]
     #[allow(clippy::too_many_arguments)] // the Python constructor's arguments, one by one (_core.pyi)
-    #[pyo3(signature = (schema, location, prefix, codec, level, row_group_bytes, target_file_bytes, value_tree=None, value_programs=None))]
+    #[pyo3(signature = (schema, location, prefix, codec, level, row_group_bytes, target_file_bytes, value_tree=None, value_programs=None, key_tree=None, key_programs=None))]
     fn new(
         schema: &Bound<'_, PyAny>,
         location: String,
@@ -48,21 +49,34 @@ impl PyTableDataFiles {
         target_file_bytes: usize,
         value_tree: Option<Vec<(String, Vec<usize>)>>,
         value_programs: Option<Vec<(i32, Bound<'_, PyAny>)>>,
+        key_tree: Option<Vec<(String, Vec<usize>)>>,
+        key_programs: Option<Vec<(i32, Bound<'_, PyAny>)>>,
     ) -> PyResult<Self> {
         let schema = extract_bytes(schema)?;
         let schema = arrow_ipc::convert::try_schema_from_ipc_buffer(&schema)
             .map_err(|e| PyValueError::new_err(format!("the table's schema does not decode: {e}")))?;
-        let values = match (value_tree, value_programs) {
-            (Some(tree), Some(programs)) => Some(data_files::ValueDecoding {
-                tree: tree.into_iter().map(|(k, c)| column(&k, c)).collect::<PyResult<Vec<_>>>()?,
-                programs: programs.into_iter().map(|(id, p)| Ok((id, program(&p)?))).collect::<PyResult<Vec<_>>>()?,
-            }),
-            (None, None) => None,
-            _ => return Err(PyValueError::new_err("value_tree and value_programs go together")),
+        let decoding = |tree: Option<Vec<(String, Vec<usize>)>>,
+                        programs: Option<Vec<(i32, Bound<'_, PyAny>)>>,
+                        what: &str|
+         -> PyResult<Option<data_files::ValueDecoding>> {
+            match (tree, programs) {
+                (Some(tree), Some(programs)) => Ok(Some(data_files::ValueDecoding {
+                    tree: tree.into_iter().map(|(k, c)| column(&k, c)).collect::<PyResult<Vec<_>>>()?,
+                    programs: programs
+                        .into_iter()
+                        .map(|(id, p)| Ok((id, program(&p)?)))
+                        .collect::<PyResult<Vec<_>>>()?,
+                })),
+                (None, None) => Ok(None),
+                _ => Err(PyValueError::new_err(format!("{what}_tree and {what}_programs go together"))),
+            }
         };
+        let values = decoding(value_tree, value_programs, "value")?;
+        let keys = decoding(key_tree, key_programs, "key")?;
         let settings =
             FileSettings { compression: data_files::compression(&codec, level)?, row_group_bytes, target_file_bytes };
-        let files = DataFiles::new(Arc::new(schema), settings, data_files::location(&location), prefix, values)?;
+        let files = DataFiles::new(Arc::new(schema), settings, data_files::location(&location), prefix, values)?
+            .with_keys(keys);
         Ok(PyTableDataFiles { files: Mutex::new(Some(files)) })
     }
 

@@ -181,6 +181,8 @@ pub struct DataFiles {
     location: Location,
     prefix: String,
     values: Option<ValueDecoding>,
+    /// Keys decoded by `<topic>-key`'s schemas into `key_struct` (`with_keys`).
+    keys: Option<ValueDecoding>,
     open: HashMap<i32, OpenFile>,
     done: Vec<WrittenFile>,
     created: Vec<PathBuf>,
@@ -235,6 +237,7 @@ impl DataFiles {
             location,
             prefix,
             values,
+            keys: None,
             open: HashMap::new(),
             done: Vec::new(),
             created: Vec::new(),
@@ -243,6 +246,14 @@ impl DataFiles {
             deletes: HashMap::new(),
             begun: Vec::new(),
         })
+    }
+
+    /// Keys decoded into the table's `key_struct` and `key_schema_id` columns (the raw key
+    /// stays in `key`); a key that is not framed or does not decode leaves them null.
+    #[must_use]
+    pub fn with_keys(mut self, keys: Option<ValueDecoding>) -> DataFiles {
+        self.keys = keys;
+        self
     }
 
     /// Reads `log` over `[start, end)` as a read_committed consumer sees it (no control
@@ -338,7 +349,22 @@ impl DataFiles {
                 }
                 None => None,
             };
-            let batch = record_batch(&self.schema, columns, &topic, partition, values).map_err(bad)?;
+            let keys = match &self.keys {
+                Some(k) => {
+                    let c = &columns.key;
+                    let decoded = avro_columns::decode_avro_columns(
+                        columns.count,
+                        &c.validity,
+                        &c.offsets,
+                        &c.data,
+                        &k.tree,
+                        &k.programs,
+                    )?;
+                    Some(DecodedValues { tree: &k.tree, columns: decoded })
+                }
+                None => None,
+            };
+            let batch = record_batch(&self.schema, columns, &topic, partition, values, keys).map_err(bad)?;
             let batch = match keep {
                 Some(keep) if keep.false_count() > 0 => {
                     arrow_select::filter::filter_record_batch(&batch, &keep).map_err(|e| bad(e.to_string()))?

@@ -14,6 +14,7 @@
 //! | `offset`, `timestamp` (µs, the schema's time zone), `timestampType` | per record |
 //! | `headers` | list<struct<key string, value binary>> |
 //! | `value_schema_id`, `value_raw` | the value's schema id and, when it did not decode, its bytes |
+//! | `key_struct`, `key_schema_id` | the key decoded by `<topic>-key`'s schemas, and its schema id |
 //!
 //! A header key that is not UTF-8 (Kafka's clients write strings, but the wire allows any
 //! bytes) is kept with U+FFFD in place of the bad bytes rather than failing the commit.
@@ -211,6 +212,7 @@ pub fn record_batch(
     topic: &str,
     partition: i32,
     mut values: Option<DecodedValues<'_>>,
+    mut keys: Option<DecodedValues<'_>>,
 ) -> Result<RecordBatch, String> {
     let n = c.count;
     let mut arrays: Vec<ArrayRef> = Vec::with_capacity(schema.fields().len());
@@ -255,6 +257,14 @@ pub fn record_batch(
                 let structs = array(item.data_type(), Parts { len: count, ..Parts::default() }, vec![keys, vals])?;
                 let list = Parts { len: n, offsets: std::mem::take(&mut c.header_list_offsets), ..Parts::default() };
                 array(dt, list, vec![structs])?
+            }
+            ("key_struct", _) => {
+                let k = keys.as_mut().ok_or("the table has key columns and no keys were decoded")?;
+                value_array(dt, k.tree, 0, &mut k.columns.columns)?
+            }
+            ("key_schema_id", _) => {
+                let k = keys.as_mut().ok_or("the table has key columns and no keys were decoded")?;
+                array(dt, std::mem::take(&mut k.columns.schema_id).into(), vec![])?
             }
             ("value_schema_id" | "value_raw", _) => {
                 let v = values.as_mut().ok_or("the table has value columns and no values were decoded")?;
