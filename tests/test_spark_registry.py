@@ -318,3 +318,47 @@ def test_the_sink_writes_struct_rows_as_registered_avro(spark, registry_topics) 
     )
     read = {r["value"]["id"]: r["value"].asDict(recursive=True) for r in back.collect() if r["value"] is not None}
     assert read == {v["id"]: v for _, v in rows if v is not None}
+
+
+def test_a_stream_writes_struct_rows_as_registered_avro(spark, registry_topics, tmp_path) -> None:
+    """The streaming sink with `value.format=registry`: a micro-batch of `orders`' decoded
+    values copied as Avro records of a new schema, read back by the source."""
+    from logbroker import Admin, NewTopic
+
+    bootstrap, url, *_ = registry_topics
+    with Admin(bootstrap) as admin:
+        admin.create_topics([NewTopic("copied", 1, 1)])
+    source = (
+        spark.readStream.format("logbroker")
+        .option("bootstrap.servers", bootstrap)
+        .option("subscribe", "orders")
+        .option("startingOffsets", "earliest")
+        .option("value.format", "registry")
+        .option("schema.registry.url", url)
+        .load()
+        .where("value.id < 80")
+        .selectExpr("named_struct('id', value.id, 'item', upper(value.item)) AS value")
+    )
+    q = (
+        source.writeStream.format("logbroker")
+        .option("bootstrap.servers", bootstrap)
+        .option("topic", "copied")
+        .option("value.format", "registry")
+        .option("schema.registry.url", url)
+        .option("checkpointLocation", str(tmp_path / "ck"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    q.awaitTermination(120)
+    assert q.exception() is None
+    back = (
+        spark.read.format("logbroker")
+        .option("bootstrap.servers", bootstrap)
+        .option("subscribe", "copied")
+        .option("value.format", "registry")
+        .option("schema.registry.url", url)
+        .load()
+    )
+    assert back.schema["value"].dataType.simpleString() == "struct<id:bigint,item:string>"
+    got = sorted((r["value"]["id"], r["value"]["item"]) for r in back.collect())
+    assert got == [(i, f"ITEM-{i}") for i in range(80)]
