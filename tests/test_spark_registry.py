@@ -130,9 +130,15 @@ def registry_topics():
         sr.close()
 
 
-def read(spark, bootstrap: str, url: str, topic: str, **options):
+def read(spark, bootstrap: str, url: str, topic: str, stream: bool = False, **options):
+    """The logbroker source over `topic` with the registry at `url` (`value_format="registry"`
+    for option value.format, and so on); `stream`: a streaming read from the earliest offsets."""
     r = (
-        spark.read.format("logbroker")
+        (
+            spark.readStream.format("logbroker").option("startingOffsets", "earliest")
+            if stream
+            else spark.read.format("logbroker")
+        )
         .option("bootstrap.servers", bootstrap)
         .option("subscribe", topic)
         .option("schema.registry.url", url)
@@ -203,15 +209,7 @@ def test_a_version_registered_after_planning_reads_into_the_querys_struct(spark,
 
     bootstrap, url, sr, p, _ = registry_topics
     df = read(spark, bootstrap, url, "orders", value_format="registry")
-    stream = (
-        spark.readStream.format("logbroker")
-        .option("bootstrap.servers", bootstrap)
-        .option("subscribe", "orders")
-        .option("startingOffsets", "earliest")
-        .option("value.format", "registry")
-        .option("schema.registry.url", url)
-        .load()
-    )
+    stream = read(spark, bootstrap, url, "orders", stream=True, value_format="registry")
     ser = AvroSerializer(sr, json.dumps(ORDER_V3))
     ctx = SerializationContext("orders", MessageField.VALUE)
     for i in range(100, 110):
@@ -308,16 +306,9 @@ def test_the_sink_writes_struct_rows_as_registered_avro(spark, registry_topics) 
         want = dict(value, at=value["at"].astimezone(datetime.UTC))  # timestamp-micros: an instant
         assert decoded == want, (decoded, want)
 
-    back = (
-        spark.read.format("logbroker")
-        .option("bootstrap.servers", bootstrap)
-        .option("subscribe", "sunk")
-        .option("value.format", "registry")
-        .option("schema.registry.url", url)
-        .load()
-    )
-    read = {r["value"]["id"]: r["value"].asDict(recursive=True) for r in back.collect() if r["value"] is not None}
-    assert read == {v["id"]: v for _, v in rows if v is not None}
+    back = read(spark, bootstrap, url, "sunk", value_format="registry")
+    got = {r["value"]["id"]: r["value"].asDict(recursive=True) for r in back.collect() if r["value"] is not None}
+    assert got == {v["id"]: v for _, v in rows if v is not None}
 
 
 def test_a_stream_writes_struct_rows_as_registered_avro(spark, registry_topics, tmp_path) -> None:
@@ -329,13 +320,7 @@ def test_a_stream_writes_struct_rows_as_registered_avro(spark, registry_topics, 
     with Admin(bootstrap) as admin:
         admin.create_topics([NewTopic("copied", 1, 1)])
     source = (
-        spark.readStream.format("logbroker")
-        .option("bootstrap.servers", bootstrap)
-        .option("subscribe", "orders")
-        .option("startingOffsets", "earliest")
-        .option("value.format", "registry")
-        .option("schema.registry.url", url)
-        .load()
+        read(spark, bootstrap, url, "orders", stream=True, value_format="registry")
         .where("value.id < 80")
         .selectExpr("named_struct('id', value.id, 'item', upper(value.item)) AS value")
     )
@@ -351,14 +336,7 @@ def test_a_stream_writes_struct_rows_as_registered_avro(spark, registry_topics, 
     )
     q.awaitTermination(120)
     assert q.exception() is None
-    back = (
-        spark.read.format("logbroker")
-        .option("bootstrap.servers", bootstrap)
-        .option("subscribe", "copied")
-        .option("value.format", "registry")
-        .option("schema.registry.url", url)
-        .load()
-    )
+    back = read(spark, bootstrap, url, "copied", value_format="registry")
     assert back.schema["value"].dataType.simpleString() == "struct<id:bigint,item:string>"
     got = sorted((r["value"]["id"], r["value"]["item"]) for r in back.collect())
     assert got == [(i, f"ITEM-{i}") for i in range(80)]

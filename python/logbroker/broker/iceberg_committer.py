@@ -96,10 +96,10 @@ class IcebergCommitter:
                     # only once its state has the version (kafka_store.write), so the versions
                     # read next include it; a record past them waits for the next interval
                     upto = {p.index: p.log.last_stable_offset() for p in parts if p.is_leader and not p.deleted}
-                    value_schemas = self._value_schemas(topic)
+                    value_schemas = self._schemas(topic, "value")
                     if value_schemas is None:
                         continue  # the registry is still reading _schemas: the next interval
-                    key_schemas = self._value_schemas(topic, "key")
+                    key_schemas = self._schemas(topic, "key")
                 await trio.to_thread.run_sync(
                     self.commit_topic, topic, parts, value_schemas, upto, t.tier, t.upsert, key_schemas
                 )
@@ -121,7 +121,7 @@ class IcebergCommitter:
             else:
                 self._errors.pop(topic, None)
 
-    def _value_schemas(self, topic: str, subject: str = "value") -> list[ValueSchema] | None:
+    def _schemas(self, topic: str, subject: str) -> list[ValueSchema] | None:
         """Every version under <topic>-value (<topic>-key), newest first, soft-deleted ones
         too (records may still carry their ids); read on the trio thread, where the registry's
         state changes. None while the registry has not read `_schemas` yet."""

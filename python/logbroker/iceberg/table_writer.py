@@ -29,7 +29,7 @@ from logbroker import _core
 from logbroker.iceberg import IcebergError
 from logbroker.iceberg.catalog import CatalogSettings, load_or_create_table, open_catalog
 from logbroker.iceberg.table_offsets import TablePosition, read_position, table_ident
-from logbroker.iceberg.table_schema import TABLE_PROPERTIES, writer_arrow_schema
+from logbroker.iceberg.table_schema import TABLE_PROPERTIES, table_schema, writer_arrow_schema
 from logbroker.iceberg.upsert_index import UPSERT_PARTITIONS, UpsertIndexes
 from logbroker.iceberg.value_schema import ValueSchema
 
@@ -260,11 +260,10 @@ class TableWriter:
             loaded=table,
         )
 
-    def value_table(self, topic: str, value_schemas: list[ValueSchema], key_schemas: list[ValueSchema] = ()):  # noqa: B006
+    def value_table(self, topic: str, value_schemas: list[ValueSchema], key_schemas: Sequence[ValueSchema] = ()):
         """The table with its value struct grown to every registered version's fields, and
         the decoding of values into it; with `key_schemas` (`<topic>-key`'s versions) the same
         for its `key_struct` (None: the table has no key columns)."""
-
         from logbroker.iceberg import value_schema as vs
 
         if not value_schemas:
@@ -278,51 +277,45 @@ class TableWriter:
             try:
                 key_struct = vs.value_struct(list(key_schemas))
             except IcebergError:
-                key_struct = None  # a key schema without fields (a string, a long): keys stay raw
+                pass  # a key schema without fields (a string, a long): keys stay raw
         table = self.table(topic, struct, key_struct)
-        table, current = self._grown(table, topic, "value", 2, struct)
-        keys = None
-        if key_struct is not None or _find(table, "key_struct") is not None:
-            table, key_current = self._grown(table, topic, "key_struct", 14, key_struct)
-            keys = ValueDecoding(topic, key_current, list(key_schemas))
-        return table, ValueDecoding(topic, current, value_schemas), keys
-
-    def _grown(self, table, topic: str, column: str, field_id: int, struct):
-        """The table with struct column `column` (added if missing) grown to `struct`'s fields
-        (Iceberg schema evolution: new optional fields), and the column's type now."""
-        from pyiceberg.schema import Schema
-        from pyiceberg.types import IntegerType, NestedField
-
-        from logbroker.iceberg import value_schema as vs
-
-        field = _find(table, column)
-        current = vs.from_iceberg(field.field_type) if field is not None else None
-        grown = current if struct is None else (struct if current is None else vs.merge_types(current, struct))
-        if grown != current:
-            ids = iter(range(10_000, 1 << 30))
-            fields = [NestedField(field_id, column, vs.iceberg_type(grown, lambda: next(ids)), required=False)]
-            if column == "key_struct":
-                fields.append(NestedField(15, "key_schema_id", IntegerType(), required=False))
+        have = _struct_columns(table)
+        want = (
+            vs.merge_types(have[0], struct),
+            have[1] if key_struct is None else key_struct if have[1] is None else vs.merge_types(have[1], key_struct),
+        )
+        if want != have:
+            # Iceberg schema evolution: new optional fields, and the key columns if new
             with table.update_schema() as update:
-                update.union_by_name(Schema(*fields))
-            subject = f"{topic}-{'key' if column == 'key_struct' else 'value'}"
+                update.union_by_name(table_schema(*want))
             log.info(
-                "table %s: %s columns grown to the registered schemas of %s: %s",
+                "table %s: columns grown to the registered schemas of %s-value and %s-key: value %s, key %s",
                 table_ident(table),
-                column,
-                subject,
-                grown,
+                topic,
+                topic,
+                want[0],
+                want[1],
                 extra={"topic": topic},
             )
             table = table.refresh()
-            current = vs.from_iceberg(_find(table, column).field_type)
-        return table, current
+            have = _struct_columns(table)
+        keys = ValueDecoding(topic, have[1], list(key_schemas), "key") if have[1] is not None else None
+        return table, ValueDecoding(topic, have[0], value_schemas), keys
+
+
+def _struct_columns(table) -> tuple:
+    """The abstract types of the table's `value` and `key_struct` columns (None: no key columns)."""
+    from logbroker.iceberg import value_schema as vs
+
+    fields = {f.name: f for f in table.schema().fields}
+    key = fields.get("key_struct")
+    return vs.from_iceberg(fields["value"].field_type), vs.from_iceberg(key.field_type) if key is not None else None
 
 
 class ValueDecoding:
     """Decodes the value column of Kafka-schema batches into the table's value struct."""
 
-    def __init__(self, topic: str, struct, value_schemas: list[ValueSchema]) -> None:
+    def __init__(self, topic: str, struct, value_schemas: list[ValueSchema], subject: str = "value") -> None:
         from logbroker.iceberg import value_schema as vs
 
         self.topic = topic
@@ -333,18 +326,16 @@ class ValueDecoding:
                 self.programs.append((v.id, vs.program(v, self.tree)))
             except (IcebergError, ValueError, KeyError, TypeError) as e:
                 log.warning(
-                    "topic %s: schema id %d of %s-value cannot be read into the table (%s); its values go to value_raw",
+                    "topic %s: schema id %d of %s-%s cannot be read into the table (%s); such %ss stay undecoded "
+                    "(values in value_raw, keys in key)",
                     topic,
                     v.id,
                     topic,
+                    subject,
                     e,
+                    subject,
                     extra={"topic": topic},
                 )
-
-
-def _find(table, column: str):
-    """The table's top-level field named `column`, or None."""
-    return next((f for f in table.schema().fields if f.name == column), None)
 
 
 def data_files_of(table, values: ValueDecoding | None, keys: ValueDecoding | None = None) -> _core.TableDataFiles:

@@ -86,8 +86,18 @@ class Registry:
         self.user_info = user_info
         self.ca_location = ca_location
 
-    def _get(self, path: str) -> Any:
-        req = urllib.request.Request(self.url + path, headers={"Accept": "application/vnd.schemaregistry.v1+json"})
+    def _request(self, method: str, path: str, body: dict | None = None) -> Any:
+        """One call of the REST API: the answer's JSON, or SparkSourceError naming the call
+        and what the registry said."""
+        req = urllib.request.Request(
+            self.url + path,
+            data=None if body is None else json.dumps(body).encode(),
+            method=method,
+            headers={
+                "Accept": "application/vnd.schemaregistry.v1+json",
+                "Content-Type": "application/vnd.schemaregistry.v1+json",
+            },
+        )
         if self.user_info:
             req.add_header("Authorization", "Basic " + base64.b64encode(self.user_info.encode()).decode())
         context = ssl.create_default_context(cafile=self.ca_location) if self.url.startswith("https") else None
@@ -95,35 +105,19 @@ class Registry:
             with urllib.request.urlopen(req, timeout=TIMEOUT_S, context=context) as resp:
                 return json.load(resp)
         except urllib.error.HTTPError as e:
-            body = e.read().decode(errors="replace")[:300]
-            raise SparkSourceError(f"schema registry {self.url}: GET {path} answered {e.code}: {body}") from None
+            text = e.read().decode(errors="replace")[:500]
+            raise SparkSourceError(f"schema registry {self.url}: {method} {path} answered {e.code}: {text}") from None
         except (urllib.error.URLError, OSError) as e:
-            raise SparkSourceError(f"schema registry {self.url}: GET {path} failed: {e}") from None
+            raise SparkSourceError(f"schema registry {self.url}: {method} {path} failed: {e}") from None
+
+    def _get(self, path: str) -> Any:
+        return self._request("GET", path)
 
     def register(self, subject: str, schema: dict) -> int:
         """Registers an Avro schema under `subject` (the id of an identical version if there
         is one); the registry refuses an incompatible one, named in the error."""
         quoted = urllib.parse.quote(subject, safe="")
-        body = json.dumps({"schema": json.dumps(schema)}).encode()
-        req = urllib.request.Request(
-            f"{self.url}/subjects/{quoted}/versions",
-            data=body,
-            method="POST",
-            headers={"Content-Type": "application/vnd.schemaregistry.v1+json"},
-        )
-        if self.user_info:
-            req.add_header("Authorization", "Basic " + base64.b64encode(self.user_info.encode()).decode())
-        context = ssl.create_default_context(cafile=self.ca_location) if self.url.startswith("https") else None
-        try:
-            with urllib.request.urlopen(req, timeout=TIMEOUT_S, context=context) as resp:
-                return int(json.load(resp)["id"])
-        except urllib.error.HTTPError as e:
-            text = e.read().decode(errors="replace")[:500]
-            raise SparkSourceError(
-                f"schema registry {self.url}: registering under {subject!r} answered {e.code}: {text}"
-            ) from None
-        except (urllib.error.URLError, OSError) as e:
-            raise SparkSourceError(f"schema registry {self.url}: registering under {subject!r} failed: {e}") from None
+        return int(self._request("POST", f"/subjects/{quoted}/versions", {"schema": json.dumps(schema)})["id"])
 
     def versions(self, subject: str) -> list[vs.ValueSchema]:
         """Every version under `subject`, soft-deleted ones too (records may still carry
@@ -290,21 +284,10 @@ class SinkColumn:
         """Driver side: the registry columns of a write, each schema registered."""
         from pyspark.sql.pandas.types import to_arrow_type
 
-        names = []
-        for name in ("key", "value"):
-            fmt = str(o.get(f"{name}.format", "binary")).lower()
-            if fmt not in FORMATS:
-                raise SparkSourceError(f"{name}.format must be one of {', '.join(FORMATS)}, not {fmt!r}")
-            if fmt == "registry":
-                names.append(name)
+        names = registry_names(o)
         if not names:
             return []
-        url = o.get("schema.registry.url")
-        if not url:
-            raise SparkSourceError(f"{names[0]}.format=registry needs option schema.registry.url")
-        registry = Registry(
-            url, o.get("schema.registry.basic.auth.user.info"), o.get("schema.registry.ssl.ca.location")
-        )
+        registry = registry_of(o, names)
         out = []
         for name in names:
             if name not in schema.fieldNames():
@@ -390,30 +373,35 @@ def from_spark(dt) -> Any:
     raise SparkSourceError(f"a registry column cannot hold Spark type {dt.simpleString()}")
 
 
+def registry_names(o: dict) -> list[str]:
+    """The columns (`key`, `value`) whose `<name>.format` is `registry`."""
+    names = []
+    for name in ("key", "value"):
+        fmt = str(o.get(f"{name}.format", "binary")).lower()
+        if fmt not in FORMATS:
+            raise SparkSourceError(f"{name}.format must be one of {', '.join(FORMATS)}, not {fmt!r}")
+        if fmt == "registry":
+            names.append(name)
+    return names
+
+
+def registry_of(o: dict, names: list[str]) -> Registry:
+    url = o.get("schema.registry.url")
+    if not url:
+        raise SparkSourceError(f"{names[0]}.format=registry needs option schema.registry.url")
+    return Registry(url, o.get("schema.registry.basic.auth.user.info"), o.get("schema.registry.ssl.ca.location"))
+
+
 class RegistryOptions:
     """The registry columns a read asks for (lower-cased options; plain data: picklable)."""
 
     def __init__(self, o: dict, topics: list[str] | None) -> None:
-        self.formats = {}
-        for name in ("key", "value"):
-            fmt = str(o.get(f"{name}.format", "binary")).lower()
-            if fmt not in FORMATS:
-                raise SparkSourceError(f"{name}.format must be one of {', '.join(FORMATS)}, not {fmt!r}")
-            self.formats[name] = fmt
         self.mode = str(o.get("mode", "PERMISSIVE")).upper()
         if self.mode not in MODES:
             raise SparkSourceError(f"mode must be one of {', '.join(MODES)}, not {self.mode!r}")
-        self.names = [n for n in ("key", "value") if self.formats[n] == "registry"]
+        self.names = registry_names(o)
         self.subjects: dict[str, str] = {}
-        self.registry: Registry | None = None
-        if not self.names:
-            return
-        url = o.get("schema.registry.url")
-        if not url:
-            raise SparkSourceError(f"{self.names[0]}.format=registry needs option schema.registry.url")
-        self.registry = Registry(
-            url, o.get("schema.registry.basic.auth.user.info"), o.get("schema.registry.ssl.ca.location")
-        )
+        self.registry = registry_of(o, self.names) if self.names else None
         for name in self.names:
             subject = o.get(f"{name}.subject")
             if not subject:

@@ -143,7 +143,6 @@ impl NetworkLoop {
     pub fn run(mut self) {
         let mut events = Events::with_capacity(1024);
         loop {
-            self.beat();
             if let Err(e) = self.poll.poll(&mut events, Some(self.poll_timeout())) {
                 if e.kind() != io::ErrorKind::Interrupted {
                     self.shared.push_event(Event::Fatal(format!("network loop poll failed: {e}")));
@@ -181,7 +180,8 @@ impl NetworkLoop {
         self.shared.stats.loop_beat_ms.store(0, Ordering::Relaxed); // stopped: no turn to watch
     }
 
-    /// The loop came round (`Stats::loop_beat_ms`); no request is being served.
+    /// The loop came round (`Stats::loop_beat_ms`), once a turn after its poll (an idle poll
+    /// waits at most `TICK`); no request is being served.
     fn beat(&self) {
         let stats = &self.shared.stats;
         stats.loop_beat_ms.store(super::mono_ms(), Ordering::Relaxed);

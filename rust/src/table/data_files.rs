@@ -45,7 +45,7 @@ use super::key_index::{KeyIndex, RowRef};
 use super::record_arrays::{record_batch, DecodedValues};
 use crate::avro_columns::{self, Column, Program};
 use crate::client::records::AbortedTxn;
-use crate::columnar::{self, Columns};
+use crate::columnar::{self, BinaryColumn, Columns};
 use crate::log::Log;
 
 /// Bytes of log decoded at a time (one Arrow batch). Small enough that the decoded columns
@@ -167,6 +167,13 @@ pub struct LogWrite {
 pub struct ValueDecoding {
     pub tree: Vec<Column>,
     pub programs: Vec<(i32, Program)>,
+}
+
+impl ValueDecoding {
+    /// Decodes a stretch's value (or key) column of `count` rows into the tree's columns.
+    fn decode(&self, c: &BinaryColumn, count: usize) -> Result<avro_columns::AvroColumns> {
+        Ok(avro_columns::decode_avro_columns(count, &c.validity, &c.offsets, &c.data, &self.tree, &self.programs)?)
+    }
 }
 
 /// The files of one commit, being written.
@@ -324,15 +331,7 @@ impl DataFiles {
             let keep = self.upsert.clone().map(|ix| self.upsert_rows(&columns, &ix));
             let values = match &self.values {
                 Some(v) => {
-                    let c = &columns.value;
-                    let decoded = avro_columns::decode_avro_columns(
-                        columns.count,
-                        &c.validity,
-                        &c.offsets,
-                        &c.data,
-                        &v.tree,
-                        &v.programs,
-                    )?;
+                    let decoded = v.decode(&columns.value, columns.count)?;
                     if decoded.failures > 0 {
                         out.failures += decoded.failures;
                         if out.first_failure.is_none() {
@@ -350,18 +349,7 @@ impl DataFiles {
                 None => None,
             };
             let keys = match &self.keys {
-                Some(k) => {
-                    let c = &columns.key;
-                    let decoded = avro_columns::decode_avro_columns(
-                        columns.count,
-                        &c.validity,
-                        &c.offsets,
-                        &c.data,
-                        &k.tree,
-                        &k.programs,
-                    )?;
-                    Some(DecodedValues { tree: &k.tree, columns: decoded })
-                }
+                Some(k) => Some(DecodedValues { tree: &k.tree, columns: k.decode(&columns.key, columns.count)? }),
                 None => None,
             };
             let batch = record_batch(&self.schema, columns, &topic, partition, values, keys).map_err(bad)?;
