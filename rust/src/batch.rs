@@ -488,6 +488,38 @@ fn check_framing(h: &BatchHeader, position: u64, available: u64) -> Result<u64, 
 
 /// Full validation of one complete batch (`bytes` is exactly the batch).
 pub fn validate_batch(bytes: &[u8], position: u64) -> Result<(BatchHeader, RecordsSummary)> {
+    let h = whole_batch_header(bytes, position)?;
+    validate_body(&h, bytes, position, Check::Full, |_| {})
+}
+
+/// Calls `each(offset, timestamp, record)` for every record of a complete stored batch,
+/// checked as `Check::Stored` checks (framing, CRC-32C, codec, every record's fields) in the
+/// same walk: the records region is decompressed once, where `validate_batch` followed by
+/// `for_each_record` decompressed it twice (what the table writer and the columnar decoder
+/// read from a log, cleaned batches included). Under LogAppendTime every record carries the
+/// batch maxTimestamp.
+pub fn for_each_checked_record(
+    bytes: &[u8],
+    position: u64,
+    mut each: impl FnMut(i64, i64, &RecordView<'_>) -> Control,
+) -> Result<BatchHeader> {
+    let h = whole_batch_header(bytes, position)?;
+    let mut stop = false;
+    validate_body(&h, bytes, position, Check::Stored, |r| {
+        if stop {
+            return;
+        }
+        let ts =
+            if h.is_log_append_time() { h.max_timestamp } else { h.base_timestamp.wrapping_add(r.timestamp_delta) };
+        if each(h.base_offset + i64::from(r.offset_delta), ts, r) == Control::Stop {
+            stop = true;
+        }
+    })?;
+    Ok(h)
+}
+
+/// The header of `bytes`, which must be exactly one batch by its framing.
+fn whole_batch_header(bytes: &[u8], position: u64) -> Result<BatchHeader> {
     if bytes.len() < HEADER_LEN {
         return Err(LogError::corrupt(position, format!("{} bytes is shorter than a batch header", bytes.len())));
     }
@@ -496,10 +528,18 @@ pub fn validate_batch(bytes: &[u8], position: u64) -> Result<(BatchHeader, Recor
     if size != bytes.len() as u64 {
         return Err(LogError::corrupt(position, format!("batchLength says {size} bytes, buffer has {}", bytes.len())));
     }
-    validate_body(&h, bytes, position, Check::Full)
+    Ok(h)
 }
 
-fn validate_body(h: &BatchHeader, bytes: &[u8], position: u64, check: Check) -> Result<(BatchHeader, RecordsSummary)> {
+/// The checks of `check` past the framing, with `each` called for every record as the walk
+/// passes it.
+fn validate_body(
+    h: &BatchHeader,
+    bytes: &[u8],
+    position: u64,
+    check: Check,
+    mut each: impl FnMut(&RecordView<'_>),
+) -> Result<(BatchHeader, RecordsSummary)> {
     let computed = crc32c::crc32c(&bytes[ATTRIBUTES_AT..]);
     if computed != h.crc {
         return Err(LogError::CrcMismatch { tp: Tp::default(), position, expected: h.crc, computed });
@@ -538,12 +578,12 @@ fn validate_body(h: &BatchHeader, bytes: &[u8], position: u64, check: Check) -> 
     }
     let region = &bytes[HEADER_LEN..];
     let summary = if codec == Codec::None {
-        walk_records(region, h, position, |_| {})?
+        walk_records(region, h, position, |r| each(r))?
     } else {
         let plain = compression::decompress(codec, region, DECOMPRESS_LIMIT).map_err(|e| {
             LogError::corrupt(position, format!("{} records region does not decompress: {e}", codec.name()))
         })?;
-        walk_records(&plain, h, position, |_| {})?
+        walk_records(&plain, h, position, |r| each(r))?
     };
     Ok((*h, summary))
 }
@@ -798,7 +838,7 @@ pub fn scan<S: BatchSource>(
             }
             Check::Full | Check::Stored => {
                 let bytes = src.read_at(pos, size as usize)?;
-                match validate_body(&header, bytes, pos, check) {
+                match validate_body(&header, bytes, pos, check, |_| {}) {
                     Ok((_, summary)) => Visited { position: pos, header, bytes: Some(bytes), records: Some(summary) },
                     Err(e) => return stop(pos, batches, e, false),
                 }

@@ -146,7 +146,6 @@ pub fn decode_columns(
         let bytes = &buf[pos..pos + size];
         let position = pos as u64;
         pos += size;
-        batch::validate_batch(bytes, position)?;
         if h.base_offset >= end_offset {
             c.next_offset = c.next_offset.max(end_offset);
             break;
@@ -156,12 +155,14 @@ pub fn decode_columns(
             None => h.is_control(),
         };
         if skip {
+            // checked all the same: a damaged marker or aborted batch is an error here too
+            batch::for_each_checked_record(bytes, position, |_, _, _| Control::Stop)?;
             c.next_offset = c.next_offset.max(h.next_offset());
             continue;
         }
         let ts_type: i32 = i32::from(h.is_log_append_time());
         let mut failure: Option<LogError> = None;
-        batch::for_each_record(bytes, position, |offset, ts, r| {
+        batch::for_each_checked_record(bytes, position, |offset, ts, r| {
             if offset < start_offset {
                 return Control::Continue;
             }
@@ -224,6 +225,30 @@ mod tests {
         let all = decode_columns(&buf, 0, i64::MAX, false, None).unwrap();
         assert_eq!(all.count, 5);
         assert_eq!(all.next_offset, 15);
+    }
+
+    #[test]
+    fn cleaned_compressed_and_empty_batches_decode() {
+        // What a log holds after the cleaner: a compressed batch with offset gaps (fewer
+        // records than lastOffsetDelta + 1), then an empty batch; each checked in its one walk.
+        let b = BatchBuilder::new()
+            .base_offset(10)
+            .codec(crate::compression::Codec::Lz4)
+            .records([Rec::kv(b"k1", b"one").offset_delta(1), Rec::kv(b"k3", b"three").offset_delta(3)])
+            .build_unchecked(4);
+        let h = batch::BatchHeader::parse(&b);
+        let mut buf = batch::BatchHeader { records_count: 2, ..h }.assemble(&b[batch::HEADER_LEN..]);
+        buf.extend(batch::BatchHeader { base_offset: 14, records_count: 0, attributes: 0, ..h }.assemble(&[]));
+        buf.extend(batch(18, &[b"after"]));
+        let c = decode_columns(&buf, 0, i64::MAX, false, None).unwrap();
+        let offs: Vec<i64> = c.offset.chunks(8).map(|b| i64::from_le_bytes(b.try_into().unwrap())).collect();
+        assert_eq!(offs, vec![11, 13, 18]);
+        assert_eq!(c.value.data, b"onethreeafter");
+        assert_eq!(c.next_offset, 19);
+        // a flipped byte inside the compressed records is caught by the CRC of that walk
+        let mut bad = buf.clone();
+        bad[batch::HEADER_LEN + 3] ^= 0x40;
+        assert!(decode_columns(&bad, 0, i64::MAX, false, None).unwrap_err().to_string().contains("CRC"));
     }
 
     #[test]
