@@ -185,7 +185,7 @@ def test_types_without_columns_are_skipped_and_recursion_is_refused(tmp_path: Pa
 
 
 @contextlib.contextmanager
-def value_topic(tmp_path: Path, topic: str, compatibility: str | None = None):
+def value_topic(tmp_path: Path, topic: str, compatibility: str | None = None, config: dict | None = None):
     """A broker with its schema registry and a 2-partition `iceberg.mode=value_schema_id_prefix`
     topic: yields (registry client, producer, value serialization context, rows), `rows()`
     being the table's rows as pyiceberg reads them ([] until the table exists)."""
@@ -205,7 +205,14 @@ def value_topic(tmp_path: Path, topic: str, compatibility: str | None = None):
         sr = SchemaRegistryClient({"url": f"http://{host}:{port}"})
         with Admin(b.bootstrap_servers) as admin:
             admin.create_topics(
-                [NewTopic(topic, 2, 1, {"iceberg.enable": "true", "iceberg.mode": "value_schema_id_prefix"})]
+                [
+                    NewTopic(
+                        topic,
+                        2,
+                        1,
+                        {"iceberg.enable": "true", "iceberg.mode": "value_schema_id_prefix", **(config or {})},
+                    )
+                ]
             )
         if compatibility is not None:
             sr.set_compatibility(f"{topic}-value", compatibility)
@@ -251,6 +258,88 @@ def test_broker_writes_value_columns_with_confluent_serializer(tmp_path: Path) -
             f"r{i}" for i in range(50) if i % 2
         )
         assert [r["value_raw"] for r in got if r["value"] is None] == [b"raw bytes"]
+
+
+def test_values_that_do_not_decode_go_to_the_dead_letter_table_once(tmp_path: Path) -> None:
+    """iceberg.invalid.record.action=dlq_table: the rows stay (null value, null value_raw) and
+    the bytes, offset and reason go to <table>_dlq, each once, across commits."""
+    from confluent_kafka.schema_registry.avro import AvroSerializer
+    from test_iceberg_topics import catalog, wait_for
+
+    base = tmp_path / "d" / "__iceberg"
+
+    def dead():
+        try:
+            return catalog(base).load_table("logbroker.clicks_dlq").scan().to_arrow().to_pylist()
+        except Exception:
+            return []
+
+    with value_topic(tmp_path, "clicks", config={"iceberg.invalid.record.action": "dlq_table"}) as (sr, p, ctx, rows):
+        ser = AvroSerializer(sr, json.dumps(V1))
+        bad = {0: (b"k-raw", b"raw bytes"), 1: (b"k-id", b"\x00\x00\x00\x27\x0fnot a datum")}
+        for round_ in range(2):
+            for i in range(10):
+                p.produce("clicks", ser(click(i), ctx), key=b"k%d" % i, partition=i % 2)
+            for part, (k, v) in bad.items():
+                p.produce("clicks", v, key=k, partition=part)
+            assert p.flush(30) == 0
+            got = wait_for(lambda n=12 * (round_ + 1): len(r := rows()) == n and r, what="the table's rows")
+            letters = wait_for(lambda n=2 * (round_ + 1): len(d := dead()) == n and d, what="the dead letters")
+        undecoded = sorted((r["partition"], r["offset"]) for r in got if r["value"] is None)
+        assert len(undecoded) == 4 and all(r["value_raw"] is None for r in got)
+        assert sorted((d["partition"], d["offset"]) for d in letters) == undecoded, "each dead letter once"
+        by_key = {d["key"]: d for d in letters}
+        assert {d["value"] for d in letters} == {v for _, v in bad.values()}
+        assert by_key[b"k-raw"]["value_schema_id"] is None and "framing" in by_key[b"k-raw"]["reason"]
+        assert by_key[b"k-id"]["value_schema_id"] == 9999 and "9999" in by_key[b"k-id"]["reason"]
+        assert all(d["topic"] == "clicks" and d["timestamp"] is not None for d in letters)
+        assert len([r for r in got if r["value"] is not None]) == 20
+
+
+def test_dead_letters_below_the_dead_letter_tables_position_are_not_written_again(tmp_path: Path) -> None:
+    """The exactly-once rule of iceberg/dead_letters.py: a commit that wrote its dead letters
+    and then lost the table's race is repeated; the repeat adds none of them again."""
+    from test_iceberg_topics import catalog
+
+    from logbroker.iceberg.catalog import CatalogSettings, load_or_create_table
+    from logbroker.iceberg.dead_letters import commit_dead_letters, dead_letter_schema
+
+    base = tmp_path / "lake"
+    base.mkdir()
+    cat = catalog(base)
+    table = load_or_create_table(cat, CatalogSettings.from_keys({}, tmp_path), "orders")
+    from pyiceberg.io.pyarrow import schema_to_pyarrow
+
+    schema = schema_to_pyarrow(dead_letter_schema())
+    letters = pa.Table.from_pylist(
+        [
+            {"topic": "orders", "partition": p, "offset": o, "timestamp": None, "key": None, "value": b"x%d" % o}
+            | {"value_schema_id": None, "reason": "not framed"}
+            for p, o in ((0, 3), (0, 7), (1, 4))
+        ],
+        schema=schema,
+    )
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, schema) as w:
+        w.write_table(letters)
+    ipc = sink.getvalue().to_pybytes()
+    assert commit_dead_letters(cat, table, "tid", ipc, {0: 8, 1: 5}) == 3
+    assert commit_dead_letters(cat, table, "tid", ipc, {0: 8, 1: 5}) == 0, "already there"
+    more = pa.ipc.open_stream(ipc).read_all().slice(1)  # offsets 7 (partition 0) and 4 (1), then a new one
+    more = pa.concat_tables([more, letters.slice(0, 1).set_column(2, "offset", pa.array([9], pa.int64()))])
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, schema) as w:
+        w.write_table(more)
+    assert commit_dead_letters(cat, table, "tid", sink.getvalue().to_pybytes(), {0: 10}) == 1
+    rows = cat.load_table("logbroker.orders_dlq").scan().to_arrow()
+    assert sorted(zip(rows.column("partition").to_pylist(), rows.column("offset").to_pylist())) == [
+        (0, 3),
+        (0, 7),
+        (0, 9),
+        (1, 4),
+    ]
+    # another incarnation of the topic (a new topic id) starts over
+    assert commit_dead_letters(cat, table, "tid2", ipc, {0: 8, 1: 5}) == 3
 
 
 J1 = {

@@ -416,13 +416,15 @@ class TableDataFiles:
         value_programs: list[tuple[int, Any]] | None = None,
         key_tree: list[tuple[str, list[int]]] | None = None,
         key_programs: list[tuple[int, Any]] | None = None,
+        dead_letters: bool = False,
     ) -> TableDataFiles:
         """`schema`: the table's pyarrow schema serialized (field ids in PARQUET:field_id);
         `location`: its data location (a path or file: URL is written directly, other URLs
         are kept in memory for `close` to return); `codec`/`level`: write.parquet.compression-*;
         `value_tree` (pre-order (kind, children)) and `value_programs` ((schema id, program) per
         writer schema, see rust/src/avro_columns.rs) for tables with value columns; `key_tree`
-        and `key_programs` the same for a `key_struct` column. Raises
+        and `key_programs` the same for a `key_struct` column; `dead_letters`: values that do
+        not decode become dead letters (`take_dead_letters`) instead of `value_raw`. Raises
         TableDataFileError for a codec or schema it cannot write."""
     def write_log(
         self, log: Log, start: int, end: int, max_bytes: int, key_index: TableKeyIndex | None = None
@@ -432,6 +434,9 @@ class TableDataFiles:
         failures (values kept in value_raw), first_failure ((offset, reason) or None).
         `key_index`: the partition's, for an upsert table (one row per key, position deletes
         for the rows replaced; its changes stand until `key_index.settle`)."""
+    def take_dead_letters(self) -> bytes | None:
+        """The dead letters written so far (topic, partition, offset, timestamp, key, value,
+        value_schema_id, reason; rust/src/table/dead_letters.rs) as an Arrow IPC stream, or None."""
     def close(self) -> list[dict[str, Any]]:
         """Closes the files: [{path, day, partition, min_offset, max_offset, rows, bytes,
         contents (bytes, or None when local), deletes (a position delete file),

@@ -214,6 +214,8 @@ pub struct AvroColumns {
     pub failures: usize,
     /// The first failure's row and reason, for the log.
     pub first_failure: Option<(usize, String)>,
+    /// Every failure's row and reason (the dead-letter table's rows, table/dead_letters.rs).
+    pub reasons: Vec<(usize, String)>,
 }
 
 pub(crate) struct Decoder<'a> {
@@ -466,6 +468,7 @@ pub fn decode_avro_columns(
     let mut raw = Built::new(Kind::Binary);
     let mut failures = 0;
     let mut first_failure = None;
+    let mut reasons = Vec::new();
     let offset = |i: usize| -> usize {
         let b = &offsets[i * 4..i * 4 + 4];
         usize::try_from(i32::from_le_bytes([b[0], b[1], b[2], b[3]])).unwrap_or(0)
@@ -519,8 +522,9 @@ pub fn decode_avro_columns(
                 if present {
                     failures += 1;
                     if first_failure.is_none() {
-                        first_failure = Some((row, why));
+                        first_failure = Some((row, why.clone()));
                     }
+                    reasons.push((row, why));
                     raw.data.extend_from_slice(value);
                     let end = raw.data.len();
                     raw.end_offset(end)?;
@@ -534,7 +538,7 @@ pub fn decode_avro_columns(
             }
         }
     }
-    Ok(AvroColumns { count, columns: d.out, schema_id: ids, raw, failures, first_failure })
+    Ok(AvroColumns { count, columns: d.out, schema_id: ids, raw, failures, first_failure, reasons })
 }
 
 /// Value columns for the tests of the decoders (this module's, json_columns', proto_columns').

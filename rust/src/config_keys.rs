@@ -187,6 +187,7 @@ pub const ENGINE_DEFAULTS: &[(&str, &str)] = &[
 
 /// The broker's other topic-level keys: accepted by the engine, not read by it.
 pub const OTHER_TOPIC_KEYS: &[&str] = &[
+    "iceberg.invalid.record.action",
     "iceberg.mode",
     "iceberg.upsert.enable",
     "min.insync.replicas",

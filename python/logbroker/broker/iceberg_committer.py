@@ -58,6 +58,7 @@ class TableTopic:
     mode: str  # iceberg.mode
     tier: bool  # the table is the topic's tier (remote.storage.enable)
     upsert: bool = False  # iceberg.upsert.enable
+    dead_letters: bool = False  # iceberg.invalid.record.action=dlq_table
 
 
 class IcebergCommitter:
@@ -101,7 +102,15 @@ class IcebergCommitter:
                         continue  # the registry is still reading _schemas: the next interval
                     key_schemas = self._schemas(topic, "key")
                 await trio.to_thread.run_sync(
-                    self.commit_topic, topic, parts, value_schemas, upto, t.tier, t.upsert, key_schemas
+                    self.commit_topic,
+                    topic,
+                    parts,
+                    value_schemas,
+                    upto,
+                    t.tier,
+                    t.upsert,
+                    key_schemas,
+                    t.dead_letters,
                 )
             except IcebergError as e:
                 text = str(e)
@@ -146,11 +155,13 @@ class IcebergCommitter:
         tier: bool = False,
         upsert: bool = False,
         key_schemas: list[ValueSchema] | None = None,
+        dead_letters: bool = False,
     ) -> CommitOutcome | None:
         """Commit until the led partitions are in the table up to their last stable offset, or
         up to `upto` (partition -> offset) where given (blocking). `tier`: the table is the
         topic's tier (iceberg/table_tier.py), told of each round. `upsert`: one row per key
-        (iceberg/upsert_index.py). `key_schemas`: `<topic>-key`'s versions (keys decoded)."""
+        (iceberg/upsert_index.py). `key_schemas`: `<topic>-key`'s versions (keys decoded).
+        `dead_letters`: values that do not decode go to the dead-letter table (iceberg/dead_letters.py)."""
         parts = [p for p in parts if p.is_leader and not p.deleted]
         if not parts:
             return None
@@ -169,6 +180,7 @@ class IcebergCommitter:
                 value_schemas=value_schemas,
                 upsert=self.upsert if upsert else None,
                 key_schemas=key_schemas,
+                dead_letters=dead_letters,
             )
             if tier:  # first: it compares the table with `held` as of the last round
                 self.tier.after_commit(topic, topic_id, parts, outcome)

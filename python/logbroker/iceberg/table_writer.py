@@ -96,15 +96,18 @@ class TableWriter:
         value_schemas: list[ValueSchema] | None = None,
         upsert: UpsertIndexes | None = None,
         key_schemas: list[ValueSchema] | None = None,
+        dead_letters: bool = False,
     ) -> CommitOutcome:
         """Append what each source's log holds past the table's position, up to its last
         stable offset, in one conditional snapshot. `value_schemas`: (id, Avro schema text)
         of every version under `<topic>-value`, newest first, for value_schema_id_prefix;
         `key_schemas` the same of `<topic>-key` (keys decoded into `key_struct`).
         `upsert`: the key indexes of an upsert table (iceberg.upsert.enable): one row per
-        key, the rows replaced deleted by position in the same snapshot (upsert_index.py)."""
+        key, the rows replaced deleted by position in the same snapshot (upsert_index.py).
+        `dead_letters`: values that do not decode go to the dead-letter table, committed
+        first (dead_letters.py), instead of `value_raw`."""
         try:
-            return self._commit(topic, topic_id, sources, max_bytes, value_schemas, upsert, key_schemas)
+            return self._commit(topic, topic_id, sources, max_bytes, value_schemas, upsert, key_schemas, dead_letters)
         finally:
             if upsert is not None:
                 upsert.settle_open(topic_id)
@@ -118,8 +121,11 @@ class TableWriter:
         value_schemas: list[ValueSchema] | None,
         upsert: UpsertIndexes | None,
         key_schemas: list[ValueSchema] | None = None,
+        dead_letters: bool = False,
     ) -> CommitOutcome:
         from pyiceberg.exceptions import CommitFailedException
+
+        from logbroker.iceberg.dead_letters import SUFFIX, DeadLettersLostRace, commit_dead_letters
 
         values = keys = None
         if value_schemas is not None:
@@ -128,7 +134,8 @@ class TableWriter:
             table = self.table(topic)
         ident = table_ident(table)
         position = read_position(table)
-        files = data_files_of(table, values, keys)
+        dead_letters = dead_letters and values is not None  # only values decoded by schema can fail
+        files = data_files_of(table, values, keys, dead_letters)
         advanced: dict[int, int] = {}
         rows = 0
         budget = max_bytes
@@ -175,11 +182,12 @@ class TableWriter:
                 if got["failures"]:
                     at, why = got["first_failure"]
                     log.warning(
-                        "table %s: %d value(s) of %s-%d did not decode and went to value_raw; the first, at offset %d: %s",
+                        "table %s: %d value(s) of %s-%d did not decode and went to %s; the first, at offset %d: %s",
                         ident,
                         got["failures"],
                         topic,
                         p,
+                        f"the dead-letter table {ident}{SUFFIX}" if dead_letters else "value_raw",
                         at,
                         why,
                         extra={"topic": topic, "partition": p, "offset": at},
@@ -199,6 +207,7 @@ class TableWriter:
                     ident, _positions(position, topic_id), lost_race=True, base_snapshot_id=position.snapshot_id
                 )
             try:
+                dead = files.take_dead_letters()
                 written = files.close()
             except _core.TableDataFileError as e:
                 raise IcebergError(
@@ -208,6 +217,12 @@ class TableWriter:
             files.abort()
             raise
         try:
+            if dead is not None:
+                try:
+                    commit_dead_letters(self.catalog(), table, topic_id, dead, advanced)
+                except BaseException:
+                    delete_files(table, written)
+                    raise
             added = [data_file(table, w) for w in written if not w["deletes"]]
             summary = position.summary(topic_id, advanced)
             with table.transaction() as tx:
@@ -225,8 +240,9 @@ class TableWriter:
                     with tx.update_snapshot(snapshot_properties=summary).merge_append() as append:
                         for f in added:
                             append.append_data_file(f)
-        except CommitFailedException as e:
-            delete_files(table, written)
+        except (CommitFailedException, DeadLettersLostRace) as e:
+            if not isinstance(e, DeadLettersLostRace):
+                delete_files(table, written)
             log.info(
                 "table %s: commit of %s partitions %s lost a race (%s); the next commit reads the table again",
                 ident,
@@ -238,6 +254,8 @@ class TableWriter:
             return CommitOutcome(
                 ident, _positions(position, topic_id), lost_race=True, base_snapshot_id=position.snapshot_id
             )
+        except IcebergError:
+            raise
         except Exception as e:
             raise IcebergError(
                 f"table {ident} in {self.settings.label()}: committing {topic} partitions "
@@ -338,7 +356,9 @@ class ValueDecoding:
                 )
 
 
-def data_files_of(table, values: ValueDecoding | None, keys: ValueDecoding | None = None) -> _core.TableDataFiles:
+def data_files_of(
+    table, values: ValueDecoding | None, keys: ValueDecoding | None = None, dead_letters: bool = False
+) -> _core.TableDataFiles:
     """The Rust writer of one commit's data files, with the table's schema and write.* properties."""
     props = table.properties
     location = props.get("write.data.path") or f"{table.location().rstrip('/')}/data"
@@ -356,6 +376,7 @@ def data_files_of(table, values: ValueDecoding | None, keys: ValueDecoding | Non
             values.programs if values is not None else None,
             keys.tree.nodes if keys is not None else None,
             keys.programs if keys is not None else None,
+            dead_letters,
         )
     except (ValueError, _core.TableDataFileError) as e:
         raise IcebergError(

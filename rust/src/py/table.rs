@@ -35,10 +35,11 @@ impl PyTableDataFiles {
     /// in `PARQUET:field_id`. `location`: the table's data location (a path or URL; files of
     /// a non-local one are kept in memory and returned by `close`). `value_tree` and
     /// `value_programs` as `decode_avro_columns` takes them, for tables with value columns;
-    /// `key_tree` and `key_programs` the same for the `key_struct` column.
+    /// `key_tree` and `key_programs` the same for the `key_struct` column. `dead_letters`:
+    /// values that do not decode become dead letters (`take_dead_letters`), not `value_raw`.
     #[new]
     #[allow(clippy::too_many_arguments)] // the Python constructor's arguments, one by one (_core.pyi)
-    #[pyo3(signature = (schema, location, prefix, codec, level, row_group_bytes, target_file_bytes, value_tree=None, value_programs=None, key_tree=None, key_programs=None))]
+    #[pyo3(signature = (schema, location, prefix, codec, level, row_group_bytes, target_file_bytes, value_tree=None, value_programs=None, key_tree=None, key_programs=None, dead_letters=false))]
     fn new(
         schema: &Bound<'_, PyAny>,
         location: String,
@@ -51,6 +52,7 @@ impl PyTableDataFiles {
         value_programs: Option<Vec<(i32, Bound<'_, PyAny>)>>,
         key_tree: Option<Vec<(String, Vec<usize>)>>,
         key_programs: Option<Vec<(i32, Bound<'_, PyAny>)>>,
+        dead_letters: bool,
     ) -> PyResult<Self> {
         let schema = extract_bytes(schema)?;
         let schema = arrow_ipc::convert::try_schema_from_ipc_buffer(&schema)
@@ -76,7 +78,8 @@ impl PyTableDataFiles {
         let settings =
             FileSettings { compression: data_files::compression(&codec, level)?, row_group_bytes, target_file_bytes };
         let files = DataFiles::new(Arc::new(schema), settings, data_files::location(&location), prefix, values)?
-            .with_keys(keys);
+            .with_keys(keys)
+            .with_dead_letters(dead_letters);
         Ok(PyTableDataFiles { files: Mutex::new(Some(files)) })
     }
 
@@ -105,6 +108,13 @@ impl PyTableDataFiles {
         d.set_item("failures", w.failures)?;
         d.set_item("first_failure", w.first_failure)?;
         Ok(d)
+    }
+
+    /// The dead letters of what was written so far (rows of the dead-letter table, see
+    /// rust/src/table/dead_letters.rs) as an Arrow IPC stream, or None.
+    fn take_dead_letters<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyBytes>>> {
+        let ipc = py.enter_core(|| self.with(DataFiles::take_dead_letters))?;
+        Ok(ipc.map(|b| PyBytes::new(py, &b)))
     }
 
     /// Closes the files; returns `[{"path", "day", "partition", "min_offset", "max_offset", "rows", "bytes", "contents",

@@ -40,6 +40,7 @@ use parquet::basic::{Compression, Encoding, GzipLevel, ZstdLevel};
 use parquet::file::properties::WriterProperties;
 use parquet::schema::types::ColumnPath;
 
+use super::dead_letters;
 use super::error::{Result, TableError};
 use super::key_index::{KeyIndex, RowRef};
 use super::record_arrays::{record_batch, DecodedValues};
@@ -200,6 +201,9 @@ pub struct DataFiles {
     deletes: HashMap<(i32, i32), Vec<(String, u64)>>,
     /// The key indexes this commit has written with (each `begin`s once).
     begun: Vec<Arc<Mutex<KeyIndex>>>,
+    /// The dead letters so far, when values that do not decode go to the dead-letter table
+    /// (`with_dead_letters`) rather than `value_raw`.
+    dead_letters: Option<Vec<RecordBatch>>,
 }
 
 impl DataFiles {
@@ -252,6 +256,7 @@ impl DataFiles {
             upsert: None,
             deletes: HashMap::new(),
             begun: Vec::new(),
+            dead_letters: None,
         })
     }
 
@@ -261,6 +266,21 @@ impl DataFiles {
     pub fn with_keys(mut self, keys: Option<ValueDecoding>) -> DataFiles {
         self.keys = keys;
         self
+    }
+
+    /// Values that do not decode leave their row with a null `value_raw` and become dead
+    /// letters (table/dead_letters.rs), taken by `take_dead_letters`.
+    #[must_use]
+    pub fn with_dead_letters(mut self, on: bool) -> DataFiles {
+        self.dead_letters = on.then(Vec::new);
+        self
+    }
+
+    /// The dead letters of the stretches written so far, as one Arrow IPC stream (None:
+    /// none, or the table keeps such values in `value_raw`).
+    pub fn take_dead_letters(&mut self) -> Result<Option<Vec<u8>>> {
+        let batches = self.dead_letters.as_mut().map(std::mem::take).unwrap_or_default();
+        dead_letters::ipc(&batches).map_err(|reason| TableError::Write { path: "(dead letters)".into(), reason })
     }
 
     /// Reads `log` over `[start, end)` as a read_committed consumer sees it (no control
@@ -329,9 +349,13 @@ impl DataFiles {
                 reason,
             };
             let keep = self.upsert.clone().map(|ix| self.upsert_rows(&columns, &ix));
+            let mut failed = Vec::new();
             let values = match &self.values {
                 Some(v) => {
-                    let decoded = v.decode(&columns.value, columns.count)?;
+                    let mut decoded = v.decode(&columns.value, columns.count)?;
+                    if self.dead_letters.is_some() {
+                        failed = std::mem::take(&mut decoded.reasons);
+                    }
                     if decoded.failures > 0 {
                         out.failures += decoded.failures;
                         if out.first_failure.is_none() {
@@ -352,7 +376,12 @@ impl DataFiles {
                 Some(k) => Some(DecodedValues { tree: &k.tree, columns: k.decode(&columns.key, columns.count)? }),
                 None => None,
             };
-            let batch = record_batch(&self.schema, columns, &topic, partition, values, keys).map_err(bad)?;
+            let mut batch = record_batch(&self.schema, columns, &topic, partition, values, keys).map_err(bad)?;
+            if let (Some(dead), false) = (self.dead_letters.as_mut(), failed.is_empty()) {
+                let (kept, letters) = dead_letters::split(&batch, &failed).map_err(bad)?;
+                dead.push(letters);
+                batch = kept;
+            }
             let batch = match keep {
                 Some(keep) if keep.false_count() > 0 => {
                     arrow_select::filter::filter_record_batch(&batch, &keep).map_err(|e| bad(e.to_string()))?

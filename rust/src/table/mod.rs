@@ -10,6 +10,7 @@
 //! When the table is the topic's tier (`remote.storage.enable`), a Fetch below the local log
 //! start reads the data files back as record batches (`tier_reader`).
 pub mod data_files;
+pub mod dead_letters;
 pub mod error;
 pub mod key_index;
 pub mod record_arrays;
