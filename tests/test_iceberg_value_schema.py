@@ -16,6 +16,7 @@ from pathlib import Path
 import avro.io
 import avro.schema
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from logbroker.iceberg import value_schema as vs
 from logbroker.iceberg.table_writer import ValueDecoding
@@ -294,6 +295,42 @@ def test_values_that_do_not_decode_go_to_the_dead_letter_table_once(tmp_path: Pa
         assert by_key[b"k-id"]["value_schema_id"] == 9999 and "9999" in by_key[b"k-id"]["reason"]
         assert all(d["topic"] == "clicks" and d["timestamp"] is not None for d in letters)
         assert len([r for r in got if r["value"] is not None]) == 20
+
+
+def test_a_value_field_partitions_the_table(tmp_path: Path) -> None:
+    """iceberg.partition.spec=bucket(8, value.user), day(timestamp): each file holds one bucket
+    of the decoded field (pyiceberg's transform agrees row by row), a value that did not
+    decode is in the null bucket, and a scan filtered on the field finds its rows."""
+    from confluent_kafka.schema_registry.avro import AvroSerializer
+    from pyiceberg.expressions import EqualTo
+    from pyiceberg.transforms import BucketTransform
+    from pyiceberg.types import StringType
+    from test_iceberg_topics import catalog, local_path, wait_for
+
+    spec = {"iceberg.partition.spec": "bucket(8, value.user), day(timestamp)"}
+    with value_topic(tmp_path, "clicks", config=spec) as (sr, p, ctx, rows):
+        ser = AvroSerializer(sr, json.dumps(V1))
+        for i in range(60):
+            p.produce("clicks", ser(click(i % 15), ctx), partition=i % 2)
+        p.produce("clicks", b"raw bytes", partition=1)
+        assert p.flush(30) == 0
+        wait_for(lambda: len(rows()) == 61, what="the table's rows")
+    table = catalog(tmp_path / "d" / "__iceberg").load_table("logbroker.clicks")
+    assert [(f.name, str(f.transform)) for f in table.spec().fields] == [
+        ("value_user_bucket", "bucket[8]"),
+        ("timestamp_day", "day"),
+    ]
+    bucket = BucketTransform(8).transform(StringType())
+    tasks = table.scan().plan_files()
+    for task in tasks:
+        for r in pq.read_table(local_path(task.file.file_path)).to_pylist():
+            want = None if r["value"] is None else bucket(r["value"]["user"])
+            assert task.file.partition[0] == want, task.file.file_path
+    scan = table.scan(row_filter=EqualTo("value.user", "u3"))
+    assert sorted(r["offset"] for r in scan.to_arrow().to_pylist()) == sorted(
+        r["offset"] for r in table.scan().to_arrow().to_pylist() if r["value"] and r["value"]["user"] == "u3"
+    )
+    assert len(scan.to_arrow()) == 4 and len(scan.plan_files()) < len(tasks)
 
 
 def test_dead_letters_below_the_dead_letter_tables_position_are_not_written_again(tmp_path: Path) -> None:

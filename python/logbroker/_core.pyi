@@ -417,6 +417,7 @@ class TableDataFiles:
         key_tree: list[tuple[str, list[int]]] | None = None,
         key_programs: list[tuple[int, Any]] | None = None,
         dead_letters: bool = False,
+        partition_spec: list[tuple[str, str, str]] | None = None,
     ) -> TableDataFiles:
         """`schema`: the table's pyarrow schema serialized (field ids in PARQUET:field_id);
         `location`: its data location (a path or file: URL is written directly, other URLs
@@ -424,7 +425,9 @@ class TableDataFiles:
         `value_tree` (pre-order (kind, children)) and `value_programs` ((schema id, program) per
         writer schema, see rust/src/avro_columns.rs) for tables with value columns; `key_tree`
         and `key_programs` the same for a `key_struct` column; `dead_letters`: values that do
-        not decode become dead letters (`take_dead_letters`) instead of `value_raw`. Raises
+        not decode become dead letters (`take_dead_letters`) instead of `value_raw`;
+        `partition_spec`: the table's spec as (source path, transform, name) per field
+        (None: day(timestamp)). Raises
         TableDataFileError for a codec or schema it cannot write."""
     def write_log(
         self, log: Log, start: int, end: int, max_bytes: int, key_index: TableKeyIndex | None = None
@@ -438,7 +441,7 @@ class TableDataFiles:
         """The dead letters written so far (topic, partition, offset, timestamp, key, value,
         value_schema_id, reason; rust/src/table/dead_letters.rs) as an Arrow IPC stream, or None."""
     def close(self) -> list[dict[str, Any]]:
-        """Closes the files: [{path, day, partition, min_offset, max_offset, rows, bytes,
+        """Closes the files: [{path, day, partition_values (one per spec field), partition, min_offset, max_offset, rows, bytes,
         contents (bytes, or None when local), deletes (a position delete file),
         path_bounds ((first, last) file_path of a delete file, else None)}]."""
     def abort(self) -> None:

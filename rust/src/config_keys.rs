@@ -189,6 +189,7 @@ pub const ENGINE_DEFAULTS: &[(&str, &str)] = &[
 pub const OTHER_TOPIC_KEYS: &[&str] = &[
     "iceberg.invalid.record.action",
     "iceberg.mode",
+    "iceberg.partition.spec",
     "iceberg.upsert.enable",
     "min.insync.replicas",
     "remote.log.copy.disable",

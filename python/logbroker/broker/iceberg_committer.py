@@ -59,6 +59,7 @@ class TableTopic:
     tier: bool  # the table is the topic's tier (remote.storage.enable)
     upsert: bool = False  # iceberg.upsert.enable
     dead_letters: bool = False  # iceberg.invalid.record.action=dlq_table
+    partition_spec: str | None = None  # iceberg.partition.spec (a table created now)
 
 
 class IcebergCommitter:
@@ -111,6 +112,7 @@ class IcebergCommitter:
                     t.upsert,
                     key_schemas,
                     t.dead_letters,
+                    t.partition_spec,
                 )
             except IcebergError as e:
                 text = str(e)
@@ -156,6 +158,7 @@ class IcebergCommitter:
         upsert: bool = False,
         key_schemas: list[ValueSchema] | None = None,
         dead_letters: bool = False,
+        partition_spec: str | None = None,
     ) -> CommitOutcome | None:
         """Commit until the led partitions are in the table up to their last stable offset, or
         up to `upto` (partition -> offset) where given (blocking). `tier`: the table is the
@@ -181,6 +184,7 @@ class IcebergCommitter:
                 upsert=self.upsert if upsert else None,
                 key_schemas=key_schemas,
                 dead_letters=dead_letters,
+                partition_spec=partition_spec,
             )
             if tier:  # first: it compares the table with `held` as of the last round
                 self.tier.after_commit(topic, topic_id, parts, outcome)

@@ -676,6 +676,7 @@ class ReplicaManager:
                         p.topic in self._tier_topics,
                         bool(self._topic_config(p.topic, "iceberg.upsert.enable")),
                         self._topic_config(p.topic, "iceberg.invalid.record.action") == "dlq_table",
+                        self._topic_config(p.topic, "iceberg.partition.spec"),
                     )
                 by_topic[p.topic].parts.append(p)
         # also when it leads none: the key indexes of topics it no longer commits go

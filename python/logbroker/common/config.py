@@ -107,6 +107,26 @@ def _parse_iceberg(text: str) -> bool:
     return on
 
 
+_PARTITION_TRANSFORMS = ("identity", "year", "month", "day", "hour", "void", "bucket", "truncate")
+
+
+def _parse_partition_spec(text: str) -> str:
+    """iceberg.partition.spec: Iceberg transforms separated by commas, each `t(column)` or, for
+    bucket and truncate, `t(N, column)`; empty: unpartitioned. Whether the columns exist is
+    the table's to say (logbroker/iceberg/table_schema.py), when it is created."""
+    text = str(text).strip()
+    for part in (p.strip() for p in re.findall(r"[^,()]*\([^()]*\)|[^,\s][^,]*", text)):
+        m = re.fullmatch(r"(\w+)\s*\(\s*(?:(\d+)\s*,\s*)?([\w.]+)\s*\)", part)
+        if m is None or m.group(1).lower() not in _PARTITION_TRANSFORMS:
+            raise ConfigError(
+                f"{part!r} is not an Iceberg transform of a column: day(timestamp), hour(timestamp), "
+                f"identity(partition), bucket(16, value.id), truncate(4, key), year, month, void"
+            )
+        if (m.group(1).lower() in ("bucket", "truncate")) != (m.group(2) is not None) or m.group(2) == "0":
+            raise ConfigError(f"{part!r}: bucket and truncate take a positive width first, the others none")
+    return text
+
+
 def _parse_str(text: str) -> str:
     return str(text).strip()
 
@@ -391,6 +411,7 @@ _PARSERS: dict[str, Callable[[str], object]] = {
     "replica_selector": _parse_replica_selector,
     "archive": _parse_archive,
     "iceberg": _parse_iceberg,
+    "partition_spec": _parse_partition_spec,
     "remote_storage_url": _parse_remote_storage_url,
 }
 
@@ -1110,11 +1131,21 @@ class BrokerConfig:
           retention.ms, unless that is -1 (local -1, no limit, is more than any other);
           likewise local.retention.bytes and retention.bytes;
         - remote.storage.enable goes from true to false without remote.log.delete.on.disable
-          (KIP-950).
+          (KIP-950);
+        - iceberg.upsert.enable is true with an iceberg.partition.spec other than day(timestamp).
         Compacted topics may have remote storage (Kafka refuses them). An Iceberg topic's
         remote storage is its table (logbroker/iceberg/table_tier.py): it needs no remote log
         storage, but a table of raw values (not iceberg.mode=value_schema_id_prefix, whose
         values are columns) holding every record (not iceberg.upsert.enable)."""
+        if (
+            self.topic_value(configs, "iceberg.upsert.enable")
+            and "".join(str(self.topic_value(configs, "iceberg.partition.spec")).split()) != "day(timestamp)"
+        ):
+            raise ConfigError(
+                f"topic {topic}: iceberg.upsert.enable=true keeps the table partitioned by day(timestamp) "
+                f"(its delete files follow the rows' days), not iceberg.partition.spec="
+                f"{self.topic_value(configs, 'iceberg.partition.spec')!r}"
+            )
         if self.topic_value(configs, "remote.storage.enable"):
             table = bool(self.topic_value(configs, "iceberg.enable"))
             if table and self.topic_value(configs, "iceberg.upsert.enable"):

@@ -157,11 +157,15 @@ def open_catalog(settings: CatalogSettings):
         raise IcebergError(f"opening the Iceberg {settings.label()}: {type(e).__name__}: {e}") from None
 
 
-def load_or_create_table(catalog, settings: CatalogSettings, topic: str, value_struct=None, key_struct=None):
+def load_or_create_table(
+    catalog, settings: CatalogSettings, topic: str, value_struct=None, key_struct=None, spec: str | None = None
+):
     """The topic's table, created (with its namespace) when missing; a table found with
     other columns is refused (IcebergError), never written. `value_struct`: the value's
     columns of an iceberg.mode=value_schema_id_prefix table (table_schema.py); `key_struct`:
-    its decoded keys' (a table found without them gets them later: TableWriter.value_table)."""
+    its decoded keys' (a table found without them gets them later: TableWriter.value_table);
+    `spec`: iceberg.partition.spec, the partition spec a new table gets (a found table keeps
+    its own)."""
     from pyiceberg.exceptions import NamespaceAlreadyExistsError, NoSuchTableError, TableAlreadyExistsError
 
     ident = f"{settings.namespace}.{table_name(topic)}"
@@ -173,11 +177,16 @@ def load_or_create_table(catalog, settings: CatalogSettings, topic: str, value_s
                 catalog.create_namespace(settings.namespace)
             except NamespaceAlreadyExistsError:
                 pass
+            schema = table_schema(value_struct, key_struct)
+            try:
+                spec_of_table = partition_spec(spec, schema)
+            except ValueError as e:
+                raise IcebergError(f"table {ident} of topic {topic}: {e}") from None
             try:
                 table = catalog.create_table(
                     ident,
-                    schema=table_schema(value_struct, key_struct),
-                    partition_spec=partition_spec(),
+                    schema=schema,
+                    partition_spec=spec_of_table,
                     properties={**TABLE_PROPERTIES, "logbroker.topic": topic},
                 )
             except TableAlreadyExistsError:  # another node created it first

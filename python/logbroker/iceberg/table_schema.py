@@ -22,10 +22,14 @@ upsert tables read):
     14 key_struct struct    (the key's fields; null when the key is not framed or does not decode)
     15 key_schema_id int    (the id in the key's framing)
 
-Partition spec: day(timestamp), partition field id 1000, named timestamp_day.
+Partition spec: day(timestamp), partition field id 1000, named timestamp_day, unless the
+topic's iceberg.partition.spec names others (`partition_spec`: field ids from 1000, names as
+Iceberg's builder gives them).
 """
 
 from __future__ import annotations
+
+import re
 
 TABLE_PROPERTIES = {
     # The broker's commits are conditional on the snapshot they read (logbroker/iceberg):
@@ -120,11 +124,75 @@ def writer_arrow_schema(schema):
     return pa.schema([field(f) for f in schema_to_pyarrow(schema)])
 
 
-def partition_spec():
-    from pyiceberg.partitioning import PartitionField, PartitionSpec
-    from pyiceberg.transforms import DayTransform
+DEFAULT_PARTITION_SPEC = "day(timestamp)"
+_SPEC_FIELD = re.compile(r"\s*(\w+)\s*\(\s*(?:(\d+)\s*,\s*)?([\w.]+)\s*\)\s*")
 
-    return PartitionSpec(PartitionField(source_id=6, field_id=1000, transform=DayTransform(), name="timestamp_day"))
+
+def partition_spec(text: str | None = None, schema=None):
+    """The table's partition spec from `iceberg.partition.spec`: Iceberg transforms separated
+    by commas, `day(timestamp)` (the default), `hour(timestamp)`, `identity(partition)`,
+    `bucket(16, value.id)`, `truncate(4, key)`, year/month/void, of the columns of `schema`
+    (a nested field as `value.id`); an empty text is an unpartitioned table. Field ids from
+    1000; names as Iceberg's builder gives them (`timestamp_day`, `value_id_bucket`,
+    `partition`). ValueError names what is wrong."""
+    from pyiceberg.partitioning import PartitionField, PartitionSpec
+    from pyiceberg.transforms import (
+        BucketTransform,
+        DayTransform,
+        HourTransform,
+        IdentityTransform,
+        MonthTransform,
+        TruncateTransform,
+        VoidTransform,
+        YearTransform,
+    )
+
+    text = DEFAULT_PARTITION_SPEC if text is None else text
+    schema = schema if schema is not None else table_schema()
+    plain = {"identity": IdentityTransform, "year": YearTransform, "month": MonthTransform}
+    plain |= {"day": DayTransform, "hour": HourTransform, "void": VoidTransform}
+    suffix = {"bucket": "bucket", "truncate": "trunc", "year": "year", "month": "month", "day": "day", "hour": "hour"}
+    suffix["void"] = "null"
+    fields = []
+    parts = re.findall(r"[^,()]*\([^()]*\)|[^,\s][^,]*", text)
+    for part in parts:
+        m = _SPEC_FIELD.fullmatch(part.strip(" ,"))
+        if m is None:
+            raise ValueError(
+                f"iceberg.partition.spec: {part.strip()!r} is not transform(column) or transform(N, column)"
+            )
+        name, width, column = m.group(1).lower(), m.group(2), m.group(3)
+        if name in ("bucket", "truncate"):
+            if width is None or int(width) <= 0:
+                raise ValueError(f"iceberg.partition.spec: {part.strip()!r} needs a positive width, {name}(N, column)")
+            transform = BucketTransform(int(width)) if name == "bucket" else TruncateTransform(int(width))
+        elif name in plain and width is None:
+            transform = plain[name]()
+        else:
+            raise ValueError(
+                f"iceberg.partition.spec: {part.strip()!r}: the transforms are identity, year, month, day, hour, "
+                f"bucket(N, column), truncate(W, column) and void"
+            )
+        try:
+            source = schema.find_field(column)
+        except ValueError:
+            raise ValueError(
+                f"iceberg.partition.spec: {part.strip()!r}: the table has no column {column!r} "
+                f"(columns: {[f.name for f in schema.fields]})"
+            ) from None
+        if not transform.can_transform(source.field_type):
+            raise ValueError(f"iceberg.partition.spec: {part.strip()!r}: {name} does not apply to {source.field_type}")
+        label = column.replace(".", "_")
+        field_name = label if name == "identity" else f"{label}_{suffix[name]}"
+        fields.append(PartitionField(source.field_id, 1000 + len(fields), transform, field_name))
+    return PartitionSpec(*fields)
+
+
+def spec_fields(table) -> list[tuple[str, str, str]]:
+    """The table's current partition spec as the Rust writer takes it: (source column path,
+    transform, name) per field."""
+    schema = table.schema()
+    return [(schema.find_column_name(f.source_id), str(f.transform), f.name) for f in table.spec().fields]
 
 
 def column_names(schema) -> list[tuple[str, str]]:

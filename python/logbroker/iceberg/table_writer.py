@@ -29,7 +29,7 @@ from logbroker import _core
 from logbroker.iceberg import IcebergError
 from logbroker.iceberg.catalog import CatalogSettings, load_or_create_table, open_catalog
 from logbroker.iceberg.table_offsets import TablePosition, read_position, table_ident
-from logbroker.iceberg.table_schema import TABLE_PROPERTIES, table_schema, writer_arrow_schema
+from logbroker.iceberg.table_schema import TABLE_PROPERTIES, spec_fields, table_schema, writer_arrow_schema
 from logbroker.iceberg.upsert_index import UPSERT_PARTITIONS, UpsertIndexes
 from logbroker.iceberg.value_schema import ValueSchema
 
@@ -77,8 +77,8 @@ class TableWriter:
             self._catalog = open_catalog(self.settings)
         return self._catalog
 
-    def table(self, topic: str, value_struct=None, key_struct=None):
-        table = load_or_create_table(self.catalog(), self.settings, topic, value_struct, key_struct)
+    def table(self, topic: str, value_struct=None, key_struct=None, spec: str | None = None):
+        table = load_or_create_table(self.catalog(), self.settings, topic, value_struct, key_struct, spec)
         if table.properties.get("commit.retry.num-retries") != TABLE_PROPERTIES["commit.retry.num-retries"]:
             # Someone changed it: the broker's conditional commits must not be retried by pyiceberg.
             with table.transaction() as tx:
@@ -97,6 +97,7 @@ class TableWriter:
         upsert: UpsertIndexes | None = None,
         key_schemas: list[ValueSchema] | None = None,
         dead_letters: bool = False,
+        partition_spec: str | None = None,
     ) -> CommitOutcome:
         """Append what each source's log holds past the table's position, up to its last
         stable offset, in one conditional snapshot. `value_schemas`: (id, Avro schema text)
@@ -105,9 +106,12 @@ class TableWriter:
         `upsert`: the key indexes of an upsert table (iceberg.upsert.enable): one row per
         key, the rows replaced deleted by position in the same snapshot (upsert_index.py).
         `dead_letters`: values that do not decode go to the dead-letter table, committed
-        first (dead_letters.py), instead of `value_raw`."""
+        first (dead_letters.py), instead of `value_raw`. `partition_spec`: iceberg.partition.spec,
+        for a table created now (rows go by the table's current spec)."""
         try:
-            return self._commit(topic, topic_id, sources, max_bytes, value_schemas, upsert, key_schemas, dead_letters)
+            return self._commit(
+                topic, topic_id, sources, max_bytes, value_schemas, upsert, key_schemas, dead_letters, partition_spec
+            )
         finally:
             if upsert is not None:
                 upsert.settle_open(topic_id)
@@ -122,6 +126,7 @@ class TableWriter:
         upsert: UpsertIndexes | None,
         key_schemas: list[ValueSchema] | None = None,
         dead_letters: bool = False,
+        partition_spec: str | None = None,
     ) -> CommitOutcome:
         from pyiceberg.exceptions import CommitFailedException
 
@@ -129,9 +134,9 @@ class TableWriter:
 
         values = keys = None
         if value_schemas is not None:
-            table, values, keys = self.value_table(topic, value_schemas, key_schemas or [])
+            table, values, keys = self.value_table(topic, value_schemas, key_schemas or [], partition_spec)
         else:
-            table = self.table(topic)
+            table = self.table(topic, spec=partition_spec)
         ident = table_ident(table)
         position = read_position(table)
         dead_letters = dead_letters and values is not None  # only values decoded by schema can fail
@@ -278,7 +283,13 @@ class TableWriter:
             loaded=table,
         )
 
-    def value_table(self, topic: str, value_schemas: list[ValueSchema], key_schemas: Sequence[ValueSchema] = ()):
+    def value_table(
+        self,
+        topic: str,
+        value_schemas: list[ValueSchema],
+        key_schemas: Sequence[ValueSchema] = (),
+        spec: str | None = None,
+    ):
         """The table with its value struct grown to every registered version's fields, and
         the decoding of values into it; with `key_schemas` (`<topic>-key`'s versions) the same
         for its `key_struct` (None: the table has no key columns)."""
@@ -296,7 +307,7 @@ class TableWriter:
                 key_struct = vs.value_struct(list(key_schemas))
             except IcebergError:
                 pass  # a key schema without fields (a string, a long): keys stay raw
-        table = self.table(topic, struct, key_struct)
+        table = self.table(topic, struct, key_struct, spec)
         have = _struct_columns(table)
         want = (
             vs.merge_types(have[0], struct),
@@ -377,6 +388,7 @@ def data_files_of(
             keys.tree.nodes if keys is not None else None,
             keys.programs if keys is not None else None,
             dead_letters,
+            spec_fields(table),
         )
     except (ValueError, _core.TableDataFileError) as e:
         raise IcebergError(
@@ -386,13 +398,42 @@ def data_files_of(
 
 def data_file(table, written: dict):
     """The DataFile of a file the Rust writer closed (put to object storage first when it was
-    kept in memory), with the column statistics of its footer."""
-    from pyiceberg.io.pyarrow import parquet_file_to_data_file
+    kept in memory): the column statistics of its footer, as pyiceberg's
+    `parquet_file_to_data_file` reads them, and the partition the writer put it in (which a
+    bucket cannot be told from the footer's bounds)."""
+    import pyarrow.parquet as pq
+    from pyiceberg.io.pyarrow import (
+        compute_statistics_plan,
+        data_file_statistics_from_parquet_metadata,
+        parquet_path_to_id_mapping,
+    )
+    from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
+    from pyiceberg.typedef import Record
 
     if written["contents"] is not None:
         with table.io.new_output(written["path"]).create(overwrite=True) as out:
             out.write(written["contents"])
-    return parquet_file_to_data_file(table.io, table.metadata, written["path"])
+    meta = table.metadata
+    schema = meta.schema()
+    with table.io.new_input(written["path"]).open() as stream:
+        footer = pq.read_metadata(stream)
+    statistics = data_file_statistics_from_parquet_metadata(
+        parquet_metadata=footer,
+        stats_columns=compute_statistics_plan(schema, meta.properties),
+        parquet_column_mapping=parquet_path_to_id_mapping(schema),
+    )
+    return DataFile.from_args(
+        content=DataFileContent.DATA,
+        file_path=written["path"],
+        file_format=FileFormat.PARQUET,
+        partition=Record(*written["partition_values"]),
+        file_size_in_bytes=written["bytes"],
+        sort_order_id=None,
+        spec_id=meta.default_spec_id,
+        equality_ids=None,
+        key_metadata=None,
+        **statistics.to_serialized_dict(),
+    )
 
 
 def delete_files(table, written: list[dict]) -> None:

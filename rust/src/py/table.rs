@@ -9,6 +9,7 @@ use pyo3::types::{PyBytes, PyDict, PyList};
 use super::columnar::{column, program};
 use super::gil::EnterCore;
 use super::log::{extract_bytes, PyLog};
+use crate::table::partition_spec::{PartitionSpec, PartitionValue, SpecField, Transform};
 use crate::table::{data_files, DataFiles, FileSettings, KeyIndex, TableError};
 
 #[pyclass(name = "TableDataFiles", module = "logbroker._core", frozen)]
@@ -37,9 +38,11 @@ impl PyTableDataFiles {
     /// `value_programs` as `decode_avro_columns` takes them, for tables with value columns;
     /// `key_tree` and `key_programs` the same for the `key_struct` column. `dead_letters`:
     /// values that do not decode become dead letters (`take_dead_letters`), not `value_raw`.
+    /// `partition_spec`: the table's current spec as `(source column path, transform, name)`
+    /// per field (`("value.id", "bucket[16]", "value_id_bucket")`); None: `day(timestamp)`.
     #[new]
     #[allow(clippy::too_many_arguments)] // the Python constructor's arguments, one by one (_core.pyi)
-    #[pyo3(signature = (schema, location, prefix, codec, level, row_group_bytes, target_file_bytes, value_tree=None, value_programs=None, key_tree=None, key_programs=None, dead_letters=false))]
+    #[pyo3(signature = (schema, location, prefix, codec, level, row_group_bytes, target_file_bytes, value_tree=None, value_programs=None, key_tree=None, key_programs=None, dead_letters=false, partition_spec=None))]
     fn new(
         schema: &Bound<'_, PyAny>,
         location: String,
@@ -53,6 +56,7 @@ impl PyTableDataFiles {
         key_tree: Option<Vec<(String, Vec<usize>)>>,
         key_programs: Option<Vec<(i32, Bound<'_, PyAny>)>>,
         dead_letters: bool,
+        partition_spec: Option<Vec<(String, String, String)>>,
     ) -> PyResult<Self> {
         let schema = extract_bytes(schema)?;
         let schema = arrow_ipc::convert::try_schema_from_ipc_buffer(&schema)
@@ -80,6 +84,21 @@ impl PyTableDataFiles {
         let files = DataFiles::new(Arc::new(schema), settings, data_files::location(&location), prefix, values)?
             .with_keys(keys)
             .with_dead_letters(dead_letters);
+        let files = match partition_spec {
+            None => files,
+            Some(fields) => files.with_spec(PartitionSpec {
+                fields: fields
+                    .into_iter()
+                    .map(|(source, transform, name)| {
+                        Ok(SpecField {
+                            source: source.split('.').map(str::to_owned).collect(),
+                            transform: Transform::parse(&transform).map_err(PyValueError::new_err)?,
+                            name,
+                        })
+                    })
+                    .collect::<PyResult<Vec<_>>>()?,
+            }),
+        };
         Ok(PyTableDataFiles { files: Mutex::new(Some(files)) })
     }
 
@@ -117,7 +136,7 @@ impl PyTableDataFiles {
         Ok(ipc.map(|b| PyBytes::new(py, &b)))
     }
 
-    /// Closes the files; returns `[{"path", "day", "partition", "min_offset", "max_offset", "rows", "bytes", "contents",
+    /// Closes the files; returns `[{"path", "day", "partition_values", "partition", "min_offset", "max_offset", "rows", "bytes", "contents",
     /// "deletes", "path_bounds"}]` (contents: the file's bytes when the location is not local, else None; deletes:
     /// a position delete file, whose rows are `rows` and whose file_path bounds are `path_bounds`).
     fn close<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
@@ -128,6 +147,16 @@ impl PyTableDataFiles {
             let d = PyDict::new(py);
             d.set_item("path", &w.path)?;
             d.set_item("day", w.day)?;
+            let values = PyList::empty(py);
+            for v in &w.partition_values {
+                match v {
+                    PartitionValue::Null => values.append(py.None())?,
+                    PartitionValue::Int(i) => values.append(*i)?,
+                    PartitionValue::Str(t) => values.append(t)?,
+                    PartitionValue::Bytes(b) => values.append(PyBytes::new(py, b))?,
+                }
+            }
+            d.set_item("partition_values", values)?;
             d.set_item("partition", w.partition)?;
             d.set_item("min_offset", w.min_offset)?;
             d.set_item("max_offset", w.max_offset)?;

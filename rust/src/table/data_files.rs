@@ -1,17 +1,19 @@
 //! The data files of one table commit: a partition's log read over an offset range, decoded
-//! (read_committed), and written as Parquet, one file per day of the record timestamps (the
-//! table's partition spec, `day(timestamp)`), rolled at the table's target file size.
+//! (read_committed), and written as Parquet, one file per partition of the table's spec
+//! (`day(timestamp)` unless `with_spec` says otherwise; table/partition_spec.rs), rolled at
+//! the table's target file size.
 //!
-//! Partitioning is one pass with no copy: each decoded stretch of log is cut into runs of
-//! rows of the same day (a topic's timestamps mostly rise, so runs are long) and each run,
-//! an Arrow slice, goes to its day's open file. A file holds one Kafka partition: the files
+//! Partitioning is one pass: each decoded stretch of log is cut into runs of rows of the
+//! same partition (a topic's timestamps mostly rise, so day runs are long) and a partition
+//! whose rows are one run goes to its open file as an Arrow slice, with no copy; one whose
+//! rows are scattered (a bucket) is taken out in offset order. A file holds one Kafka partition: the files
 //! of a partition are closed before the next partition's records are written, so each file's
 //! offset bounds are that partition's alone (what a Fetch answered from the table searches,
 //! table/tier_reader.rs) and a partition's rows in a file are in offset order.
 //!
 //! Files (Iceberg's layout, what pyiceberg names):
 //!
-//!     <data location>/timestamp_day=<YYYY-MM-DD>/<prefix>-<n:05>.parquet
+//!     <data location>/<field>=<value>/.../<prefix>-<n:05>.parquet   (timestamp_day=<YYYY-MM-DD>)
 //!
 //! written under the data location directly when it is a local directory (each file is
 //! fsynced when closed: the commit that follows makes the table refer to it), or kept in
@@ -33,7 +35,7 @@ use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use arrow_array::{Array, BinaryArray, BooleanArray, Int64Array, RecordBatch, StringArray, TimestampMicrosecondArray};
+use arrow_array::{Array, BinaryArray, BooleanArray, Int64Array, RecordBatch, StringArray};
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 use parquet::arrow::ArrowWriter;
 use parquet::basic::{Compression, Encoding, GzipLevel, ZstdLevel};
@@ -43,6 +45,7 @@ use parquet::schema::types::ColumnPath;
 use super::dead_letters;
 use super::error::{Result, TableError};
 use super::key_index::{KeyIndex, RowRef};
+use super::partition_spec::{PartitionKey, PartitionSpec, PartitionValue};
 use super::record_arrays::{record_batch, DecodedValues};
 use crate::avro_columns::{self, Column, Program};
 use crate::client::records::AbortedTxn;
@@ -125,8 +128,11 @@ impl Write for Sink {
 pub struct WrittenFile {
     /// Its path (local) or URL (object storage).
     pub path: String,
-    /// Days since 1970-01-01 of its rows' timestamps.
+    /// Days since 1970-01-01 of its rows' timestamps, under the default spec (`day(timestamp)`,
+    /// which upsert tables need); 0 under another.
     pub day: i32,
+    /// Its partition: one value per field of the table's spec.
+    pub partition_values: PartitionKey,
     /// The Kafka partition of its rows, and their first and last offsets.
     pub partition: i32,
     pub min_offset: i64,
@@ -180,7 +186,6 @@ impl ValueDecoding {
 /// The files of one commit, being written.
 pub struct DataFiles {
     schema: SchemaRef,
-    timestamp_column: usize,
     offset_column: usize,
     /// The Kafka partition the open files hold.
     partition: i32,
@@ -191,7 +196,9 @@ pub struct DataFiles {
     values: Option<ValueDecoding>,
     /// Keys decoded by `<topic>-key`'s schemas into `key_struct` (`with_keys`).
     keys: Option<ValueDecoding>,
-    open: HashMap<i32, OpenFile>,
+    /// The table's partition spec (`with_spec`; `day(timestamp)` unless told).
+    spec: PartitionSpec,
+    open: HashMap<PartitionKey, OpenFile>,
     done: Vec<WrittenFile>,
     created: Vec<PathBuf>,
     next_file: u32,
@@ -214,9 +221,6 @@ impl DataFiles {
         prefix: String,
         values: Option<ValueDecoding>,
     ) -> Result<DataFiles> {
-        let timestamp_column = schema
-            .index_of("timestamp")
-            .map_err(|_| TableError::Config("the table has no timestamp column to partition by".into()))?;
         let offset_column =
             schema.index_of("offset").map_err(|_| TableError::Config("the table has no offset column".into()))?;
         let mut props = WriterProperties::builder()
@@ -240,7 +244,6 @@ impl DataFiles {
         let props = props.build();
         Ok(DataFiles {
             schema,
-            timestamp_column,
             offset_column,
             partition: -1,
             settings,
@@ -249,6 +252,7 @@ impl DataFiles {
             prefix,
             values,
             keys: None,
+            spec: PartitionSpec::day_of_timestamp(),
             open: HashMap::new(),
             done: Vec::new(),
             created: Vec::new(),
@@ -265,6 +269,13 @@ impl DataFiles {
     #[must_use]
     pub fn with_keys(mut self, keys: Option<ValueDecoding>) -> DataFiles {
         self.keys = keys;
+        self
+    }
+
+    /// Rows are partitioned by `spec` (the table's current one) instead of `day(timestamp)`.
+    #[must_use]
+    pub fn with_spec(mut self, spec: PartitionSpec) -> DataFiles {
+        self.spec = spec;
         self
     }
 
@@ -297,6 +308,12 @@ impl DataFiles {
         upsert: Option<Arc<Mutex<KeyIndex>>>,
     ) -> Result<LogWrite> {
         let (topic, partition) = (log.topic().to_owned(), log.partition());
+        if upsert.is_some() && !self.spec.is_day_of_timestamp() {
+            return Err(TableError::Config(format!(
+                "{topic}-{partition}: an upsert table is partitioned by day(timestamp) only, not {:?}",
+                self.spec.fields.iter().map(|f| f.name.as_str()).collect::<Vec<_>>()
+            )));
+        }
         self.start_partition(partition)?;
         if let Some(shared) = &upsert {
             if !self.begun.iter().any(|b| Arc::ptr_eq(b, shared)) {
@@ -439,47 +456,70 @@ impl DataFiles {
     }
 
     fn finish_open(&mut self) -> Result<()> {
-        let mut open: Vec<(i32, OpenFile)> = self.open.drain().collect();
-        open.sort_by_key(|(day, _)| *day);
-        for (day, f) in open {
-            let written = finish(f, day)?;
+        let mut open: Vec<(PartitionKey, OpenFile)> = self.open.drain().collect();
+        open.sort_by(|a, b| a.0.cmp(&b.0));
+        for (key, f) in open {
+            let day = self.day_of(&key);
+            let written = finish(f, key, day)?;
             self.done.push(written);
         }
         Ok(())
     }
 
     /// Writes `batch` (the table's schema, rows of the partition of `start_partition`, in
-    /// offset order) into the files of its rows' days.
+    /// offset order) into the files of its rows' partitions: a partition whose rows are one
+    /// run is a slice of the batch (no copy), one whose rows are scattered (a bucket) is
+    /// taken out in offset order.
     pub fn write_batch(&mut self, batch: &RecordBatch) -> Result<()> {
-        let ts = batch
-            .column(self.timestamp_column)
-            .as_any()
-            .downcast_ref::<TimestampMicrosecondArray>()
-            .ok_or_else(|| TableError::Config("the timestamp column is not timestamp[us]".into()))?;
-        let mut run_start = 0;
-        let mut run_day = None;
-        for (row, us) in ts.iter().enumerate() {
-            let day = us.map_or(i32::MIN, day_of);
-            if run_day != Some(day) {
-                if let Some(d) = run_day {
-                    self.write_run(d, &batch.slice(run_start, row - run_start))?;
-                }
-                run_start = row;
-                run_day = Some(day);
+        let runs = self.spec.runs(batch).map_err(TableError::Config)?;
+        let mut order: Vec<PartitionKey> = Vec::new();
+        let mut by_key: HashMap<PartitionKey, Vec<(usize, usize)>> = HashMap::new();
+        for (key, start, len) in runs {
+            if let Some(r) = by_key.get_mut(&key) {
+                r.push((start, len));
+            } else {
+                order.push(key.clone());
+                by_key.insert(key, vec![(start, len)]);
             }
         }
-        if let Some(d) = run_day {
-            self.write_run(d, &batch.slice(run_start, batch.num_rows() - run_start))?;
+        for key in order {
+            let runs = by_key.remove(&key).expect("listed");
+            let rows = if let [(start, len)] = runs[..] {
+                batch.slice(start, len)
+            } else {
+                let idx = arrow_array::UInt32Array::from_iter_values(
+                    runs.iter().flat_map(|&(s, l)| (s..s + l).map(|i| u32::try_from(i).unwrap_or(u32::MAX))),
+                );
+                let columns = batch
+                    .columns()
+                    .iter()
+                    .map(|c| arrow_select::take::take(c, &idx, None))
+                    .collect::<std::result::Result<Vec<_>, _>>()
+                    .and_then(|c| RecordBatch::try_new(batch.schema(), c))
+                    .map_err(|e| TableError::Config(format!("partitioning a batch: {e}")))?;
+                columns
+            };
+            self.write_run(key, &rows)?;
         }
         Ok(())
     }
 
-    fn write_run(&mut self, day: i32, rows: &RecordBatch) -> Result<()> {
-        if !self.open.contains_key(&day) {
-            let file = self.create(day)?;
-            self.open.insert(day, file);
+    /// The day of a partition key under the default spec (0 under another).
+    fn day_of(&self, key: &PartitionKey) -> i32 {
+        match (self.spec.is_day_of_timestamp(), key.first()) {
+            (true, Some(PartitionValue::Int(d))) => i32::try_from(*d).unwrap_or(i32::MIN),
+            (true, _) => i32::MIN,
+            _ => 0,
         }
-        let f = self.open.get_mut(&day).expect("just opened");
+    }
+
+    fn write_run(&mut self, key: PartitionKey, rows: &RecordBatch) -> Result<()> {
+        let day = self.day_of(&key);
+        if !self.open.contains_key(&key) {
+            let file = self.create(&key)?;
+            self.open.insert(key.clone(), file);
+        }
+        let f = self.open.get_mut(&key).expect("just opened");
         let failed = |e: parquet::errors::ParquetError, path: &str| TableError::Write {
             path: path.to_owned(),
             reason: e.to_string(),
@@ -509,15 +549,17 @@ impl DataFiles {
             f.writer.flush().map_err(|e| failed(e, &f.path))?;
         }
         if f.writer.bytes_written() + f.writer.in_progress_size() >= self.settings.target_file_bytes {
-            let f = self.open.remove(&day).expect("open");
-            let written = finish(f, day)?;
+            let f = self.open.remove(&key).expect("open");
+            let written = finish(f, key, day)?;
             self.done.push(written);
         }
         Ok(())
     }
 
-    fn create(&mut self, day: i32) -> Result<OpenFile> {
-        let name = format!("timestamp_day={}/{}-{:05}.parquet", day_string(day), self.prefix, self.next_file);
+    fn create(&mut self, key: &PartitionKey) -> Result<OpenFile> {
+        let dir = self.spec.path(key);
+        let dir = if dir.is_empty() { dir } else { dir + "/" };
+        let name = format!("{dir}{}-{:05}.parquet", self.prefix, self.next_file);
         self.next_file += 1;
         let (sink, path) = self.sink(&name)?;
         let writer = ArrowWriter::try_new(sink, Arc::clone(&self.schema), Some(self.props.clone()))
@@ -584,7 +626,7 @@ impl DataFiles {
         let mut writer = ArrowWriter::try_new(sink, schema, Some(props)).map_err(|e| failed(e, &path))?;
         writer.write(&batch).map_err(|e| failed(e, &path))?;
         let f = OpenFile { writer, path, rows: rows.len() as u64, partition, min_offset: -1, max_offset: -1 };
-        let mut written = finish(f, day)?;
+        let mut written = finish(f, vec![PartitionValue::Int(i64::from(day))], day)?;
         written.deletes = true;
         written.path_bounds = Some((rows[0].0.clone(), rows[rows.len() - 1].0.clone()));
         Ok(written)
@@ -598,7 +640,7 @@ impl DataFiles {
     }
 }
 
-fn finish(f: OpenFile, day: i32) -> Result<WrittenFile> {
+fn finish(f: OpenFile, partition_values: PartitionKey, day: i32) -> Result<WrittenFile> {
     let failed = |reason: String| TableError::Write { path: f.path.clone(), reason };
     let sink = f.writer.into_inner().map_err(|e| failed(e.to_string()))?;
     let (bytes, contents) = match sink {
@@ -612,6 +654,7 @@ fn finish(f: OpenFile, day: i32) -> Result<WrittenFile> {
     Ok(WrittenFile {
         path: f.path,
         day,
+        partition_values,
         partition: f.partition,
         min_offset: f.min_offset,
         max_offset: f.max_offset,
@@ -630,16 +673,7 @@ pub fn day_of(us: i64) -> i32 {
 
 /// `YYYY-MM-DD` of a day number (proleptic Gregorian; Iceberg's human form of `day`).
 pub fn day_string(day: i32) -> String {
-    // Howard Hinnant's civil_from_days.
-    let z = i64::from(day) + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
+    let (y, m, d) = super::partition_spec::civil(i64::from(day));
     format!("{y:04}-{m:02}-{d:02}")
 }
 

@@ -13,6 +13,7 @@ pub mod data_files;
 pub mod dead_letters;
 pub mod error;
 pub mod key_index;
+pub mod partition_spec;
 pub mod record_arrays;
 pub mod tier_reader;
 
