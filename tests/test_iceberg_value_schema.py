@@ -538,7 +538,7 @@ message Other {
 ORDER_PROTO_V2 = ORDER_PROTO.replace("  bytes blob = 10;\n", "  bytes blob = 10;\n  string referrer = 13;\n")
 
 
-def order_class(text: str, name: str = "Order"):
+def order_class(text: str, name: str = "Order", package: str = "lb.iceberg"):
     """The message class of a schema, as the registry stores it (its descriptor, built here)."""
     from google.protobuf import descriptor_pb2, descriptor_pool, message_factory, timestamp_pb2
 
@@ -549,7 +549,7 @@ def order_class(text: str, name: str = "Order"):
     pool = descriptor_pool.DescriptorPool()
     pool.Add(descriptor_pb2.FileDescriptorProto.FromString(timestamp_pb2.DESCRIPTOR.serialized_pb))
     pool.Add(fd)
-    return message_factory.GetMessageClass(pool.FindMessageTypeByName(f"lb.iceberg.{name}"))
+    return message_factory.GetMessageClass(pool.FindMessageTypeByName(f"{package}.{name}"))
 
 
 def proto_order(cls, i: int, v2: bool = False):

@@ -8,6 +8,7 @@ after the query was planned is read into the struct the query has."""
 
 from __future__ import annotations
 
+import base64
 import datetime
 import json
 
@@ -309,6 +310,132 @@ def test_the_sink_writes_struct_rows_as_registered_avro(spark, registry_topics) 
     back = read(spark, bootstrap, url, "sunk", value_format="registry")
     got = {r["value"]["id"]: r["value"].asDict(recursive=True) for r in back.collect() if r["value"] is not None}
     assert got == {v["id"]: v for _, v in rows if v is not None}
+
+
+SUNK_SCHEMA = (
+    "value struct<id: bigint, item: string, qty: int, price: double, ok: boolean, "
+    "tags: array<string>, ship: struct<city: string>, at: timestamp, day: date, blob: binary>"
+)
+
+
+def sunk_rows() -> list[tuple]:
+    at = datetime.datetime(2024, 5, 6, 7, 8, 9, 123456)  # naive: the driver's local time, as PySpark has it
+    return [
+        (
+            {
+                "id": i,
+                "item": f"item-{i}",
+                "qty": None if i % 5 == 0 else i,
+                "price": i / 8,
+                "ok": i % 2 == 0,
+                "tags": [f"t{j}" for j in range(i % 3)],
+                "ship": {"city": f"c{i}"} if i % 4 else None,
+                "at": at + datetime.timedelta(seconds=i),
+                "day": datetime.date(2024, 1, 1) + datetime.timedelta(days=i),
+                "blob": bytes([i]),
+            }
+            if i != 7
+            else None,
+        )
+        for i in range(20)
+    ]
+
+
+def write_and_consume(spark, bootstrap: str, url: str, topic: str, schema_type: str) -> dict:
+    """`sunk_rows` written to `topic` with value.schema.type=`schema_type`; the values consumed
+    back, by id (framed bytes, or None for the tombstone of id 7)."""
+    import logbroker
+    from logbroker import Admin, NewTopic
+
+    with Admin(bootstrap) as admin:
+        admin.create_topics([NewTopic(topic, 1, 1)])
+    (
+        spark.createDataFrame([(i, r[0]) for i, r in enumerate(sunk_rows())], "k int, " + SUNK_SCHEMA)
+        .selectExpr("CAST(k AS STRING) AS key", "value")
+        .write.format("logbroker")
+        .mode("append")
+        .option("bootstrap.servers", bootstrap)
+        .option("topic", topic)
+        .option("value.format", "registry")
+        .option("value.schema.type", schema_type)
+        .option("schema.registry.url", url)
+        .save()
+    )
+    with logbroker.Consumer(bootstrap, auto_offset_reset="earliest") as c:
+        c.assign([logbroker.TopicPartition(topic, 0)])
+        got = []
+        while len(got) < 20:
+            got += c.poll(1.0)
+    return {int(r.key): r.value for r in got}
+
+
+def test_the_sink_writes_struct_rows_as_registered_json(spark, registry_topics) -> None:
+    """value.schema.type=json: each row a JSON object after Confluent's framing, its JSON
+    Schema registered under <topic>-value (types as rust/src/json_encode.rs says); the source
+    reads them back through the registry."""
+    bootstrap, url, sr, _, _ = registry_topics
+    by_id = write_and_consume(spark, bootstrap, url, "jsunk", "json")
+    latest = sr.get_latest_version("jsunk-value")
+    assert latest.schema.schema_type == "JSON"
+    assert json.loads(latest.schema.schema_str)["properties"]["at"]["oneOf"][1]["format"] == "date-time"
+    assert by_id[7] is None
+    for i, (value,) in enumerate(sunk_rows()):
+        if value is None:
+            continue
+        framed = by_id[i]
+        assert framed[0] == 0 and int.from_bytes(framed[1:5], "big") == latest.schema_id
+        got = json.loads(framed[5:])
+        at = value["at"].astimezone(datetime.UTC)
+        want = dict(
+            value,
+            at=at.strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+            day=value["day"].isoformat(),
+            blob=base64.b64encode(value["blob"]).decode(),
+        )
+        assert got == want, (got, want)
+    back = read(spark, bootstrap, url, "jsunk", value_format="registry")
+    got = {r["value"]["id"]: r["value"] for r in back.collect() if r["value"] is not None}
+    assert sorted(got) == [i for i in range(20) if i != 7]
+    assert got[5]["item"] == "item-5" and got[5]["tags"] == ["t0", "t1"] and got[5]["price"] == 5 / 8
+    assert got[6]["ship"]["city"] == "c6" and got[4]["ship"] is None and got[5]["qty"] is None
+
+
+def test_the_sink_writes_struct_rows_as_registered_protobuf(spark, registry_topics) -> None:
+    """value.schema.type=protobuf: each row a message of the proto3 file registered under
+    <topic>-value (rust/src/proto_encode.rs), read by confluent-kafka's ProtobufDeserializer
+    with a class built from the registered text; the source reads them back too."""
+    from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
+
+    bootstrap, url, sr, _, _ = registry_topics
+    by_id = write_and_consume(spark, bootstrap, url, "psunk", "protobuf")
+    latest = sr.get_latest_version("psunk-value")
+    assert latest.schema.schema_type == "PROTOBUF"
+    cls = order_class(latest.schema.schema_str, "psunk_value", "logbroker.spark")
+    deserialize = ProtobufDeserializer(cls, {"use.deprecated.format": False})
+    ctx = SerializationContext("psunk", MessageField.VALUE)
+    assert by_id[7] is None
+    for i, (value,) in enumerate(sunk_rows()):
+        if value is None:
+            continue
+        m = deserialize(by_id[i], ctx)
+        at = value["at"].astimezone(datetime.UTC)
+        assert (m.id, m.item, m.price, m.ok, list(m.tags), m.blob) == (
+            value["id"],
+            value["item"],
+            value["price"],
+            value["ok"],
+            value["tags"],
+            value["blob"],
+        )
+        assert m.HasField("qty") == (value["qty"] is not None) and (value["qty"] is None or m.qty == value["qty"])
+        assert m.HasField("ship") == (value["ship"] is not None) and (value["ship"] is None or m.ship.city == f"c{i}")
+        assert m.at.ToDatetime(tzinfo=datetime.UTC) == at
+        assert m.day == (value["day"] - datetime.date(1970, 1, 1)).days
+    back = read(spark, bootstrap, url, "psunk", value_format="registry")
+    got = {r["value"]["id"]: r["value"] for r in back.collect() if r["value"] is not None}
+    assert sorted(got) == [i for i in range(20) if i != 7]
+    assert got[6]["ship"]["city"] == "c6" and got[4]["ship"] is None and got[5]["qty"] is None
 
 
 def test_a_stream_writes_struct_rows_as_registered_avro(spark, registry_topics, tmp_path) -> None:

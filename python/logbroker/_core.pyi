@@ -389,10 +389,11 @@ def decode_registry_values(
     Returns (an Arrow IPC stream of that batch, failures, (row, reason) of the first failure
     or None). Releases the GIL."""
 
-def encode_registry_values(batch: Buffer, schema_id: int) -> tuple[bytes, bytes, bytes, int]:
+def encode_registry_values(batch: Buffer, schema_id: int, format: str = "avro") -> tuple[bytes, bytes, bytes, int]:
     """Encodes the struct rows of the first column of `batch` (an Arrow IPC stream of one
-    record batch) as Confluent-framed Avro values of `schema_id` (rust/src/avro_encode.rs has
-    the writer schema's rules); returns a binary column's buffers (validity, i32 offsets,
+    record batch) as Confluent-framed values of `schema_id` in `format`: avro, json or
+    protobuf (rust/src/avro_encode.rs, json_encode.rs, proto_encode.rs have the writer
+    schema's rules); returns a binary column's buffers (validity, i32 offsets,
     data, null count), a null row a null value. Raises ValueError for a type it cannot
     encode, naming the field. Releases the GIL."""
 

@@ -1,10 +1,12 @@
-//! Arrow struct rows to Confluent-framed Avro values: what the Spark sink writes with
+//! Arrow struct rows to Confluent-framed values: what the Spark sink writes with
 //! `value.format=registry` (python/logbroker/spark/registry.py generates the writer schema
-//! from the same Arrow type, by the same rules, and registers it for the schema id).
+//! from the same Arrow type, by the same rules, and registers it for the schema id). Avro
+//! here; JSON (`value.schema.type=json`) in json_encode.rs, Protobuf in proto_encode.rs.
 //!
-//! Each value is a magic byte 0, the schema id (4 bytes, big-endian), then the row as Avro's
-//! binary encoding of a record of the struct's fields, every field `["null", T]` (branch 0
-//! null, branch 1 the value):
+//! Each value is a magic byte 0, the schema id (4 bytes, big-endian), for Protobuf the
+//! message indexes (one 0 byte: the schema's first message), then the row. As Avro, the
+//! row is the binary encoding of a record of the struct's fields, every field `["null", T]`
+//! (branch 0 null, branch 1 the value):
 //!
 //! | Arrow | Avro T |
 //! | --- | --- |
@@ -41,11 +43,39 @@ pub struct Encoded {
     pub nulls: usize,
 }
 
-/// Encodes every row of `rows` with `schema_id` (see the module doc).
+/// The encoding the registered schema is written in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    Avro,
+    Json,
+    Protobuf,
+}
+
+impl Format {
+    pub fn parse(text: &str) -> Result<Format, String> {
+        match text.to_ascii_lowercase().as_str() {
+            "avro" => Ok(Format::Avro),
+            "json" => Ok(Format::Json),
+            "protobuf" => Ok(Format::Protobuf),
+            other => Err(format!("schema type {other:?}: avro, json or protobuf")),
+        }
+    }
+}
+
+/// Encodes every row of `rows` with `schema_id` as Avro (see the module doc).
 pub fn encode_rows(rows: &StructArray, schema_id: i32) -> Result<Encoded, String> {
+    encode_rows_as(rows, schema_id, Format::Avro)
+}
+
+/// Encodes every row of `rows` with `schema_id` in `format`.
+pub fn encode_rows_as(rows: &StructArray, schema_id: i32, format: Format) -> Result<Encoded, String> {
     let n = rows.len();
     for (f, c) in rows.fields().iter().zip(rows.columns()) {
-        check(f.name(), c.data_type())?;
+        match format {
+            Format::Avro => check(f.name(), c.data_type())?,
+            Format::Json => crate::json_encode::check(f.name(), c.data_type())?,
+            Format::Protobuf => crate::proto_encode::check(f.name(), c.data_type(), false)?,
+        }
     }
     let mut out = Encoded {
         validity: vec![0; n.div_ceil(8)],
@@ -61,8 +91,17 @@ pub fn encode_rows(rows: &StructArray, schema_id: i32) -> Result<Encoded, String
             out.validity[row / 8] |= 1 << (row % 8);
             out.data.push(0);
             out.data.extend_from_slice(&schema_id.to_be_bytes());
-            for c in rows.columns() {
-                field(&mut out.data, c, row);
+            match format {
+                Format::Avro => {
+                    for c in rows.columns() {
+                        field(&mut out.data, c, row);
+                    }
+                }
+                Format::Json => crate::json_encode::object(&mut out.data, rows.fields(), rows.columns(), row),
+                Format::Protobuf => {
+                    out.data.push(0); // message indexes [0]: the first message
+                    crate::proto_encode::message(&mut out.data, rows.columns(), row);
+                }
             }
         }
         let end =
@@ -111,6 +150,16 @@ fn bytes(out: &mut Vec<u8>, b: &[u8]) {
     out.extend_from_slice(b);
 }
 
+/// A timestamp column's value in microseconds since the epoch, whatever its unit.
+pub(crate) fn micros(a: &ArrayRef, unit: TimeUnit, row: usize) -> i64 {
+    match unit {
+        TimeUnit::Second => a.as_primitive::<TimestampSecondType>().value(row).saturating_mul(1_000_000),
+        TimeUnit::Millisecond => a.as_primitive::<TimestampMillisecondType>().value(row).saturating_mul(1000),
+        TimeUnit::Microsecond => a.as_primitive::<TimestampMicrosecondType>().value(row),
+        TimeUnit::Nanosecond => a.as_primitive::<TimestampNanosecondType>().value(row) / 1000,
+    }
+}
+
 fn value(out: &mut Vec<u8>, a: &ArrayRef, row: usize) {
     match a.data_type() {
         DataType::Boolean => out.push(u8::from(a.as_boolean().value(row))),
@@ -125,15 +174,7 @@ fn value(out: &mut Vec<u8>, a: &ArrayRef, row: usize) {
         DataType::Binary => bytes(out, a.as_binary::<i32>().value(row)),
         DataType::LargeBinary => bytes(out, a.as_binary::<i64>().value(row)),
         DataType::Date32 => write_varlong(out, i64::from(a.as_primitive::<Date32Type>().value(row))),
-        DataType::Timestamp(unit, _) => {
-            let micros = match unit {
-                TimeUnit::Second => a.as_primitive::<TimestampSecondType>().value(row).saturating_mul(1_000_000),
-                TimeUnit::Millisecond => a.as_primitive::<TimestampMillisecondType>().value(row).saturating_mul(1000),
-                TimeUnit::Microsecond => a.as_primitive::<TimestampMicrosecondType>().value(row),
-                TimeUnit::Nanosecond => a.as_primitive::<TimestampNanosecondType>().value(row) / 1000,
-            };
-            write_varlong(out, micros);
-        }
+        DataType::Timestamp(unit, _) => write_varlong(out, micros(a, *unit, row)),
         DataType::Struct(_) => {
             for c in a.as_struct().columns() {
                 field(out, c, row);

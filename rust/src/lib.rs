@@ -11,7 +11,9 @@ pub mod builder;
 pub mod columnar;
 pub mod compression;
 pub mod json_columns;
+pub mod json_encode;
 pub mod proto_columns;
+pub mod proto_encode;
 pub mod varint;
 
 // Engine: storage.

@@ -113,11 +113,15 @@ class Registry:
     def _get(self, path: str) -> Any:
         return self._request("GET", path)
 
-    def register(self, subject: str, schema: dict) -> int:
-        """Registers an Avro schema under `subject` (the id of an identical version if there
-        is one); the registry refuses an incompatible one, named in the error."""
+    def register(self, subject: str, schema: dict | str, schema_type: str = "AVRO") -> int:
+        """Registers a schema (Avro or JSON Schema as a dict, a Protobuf file as text) under
+        `subject` (the id of an identical version if there is one); the registry refuses an
+        incompatible one, named in the error."""
         quoted = urllib.parse.quote(subject, safe="")
-        return int(self._request("POST", f"/subjects/{quoted}/versions", {"schema": json.dumps(schema)})["id"])
+        body = {"schema": schema if isinstance(schema, str) else json.dumps(schema)}
+        if schema_type != "AVRO":
+            body["schemaType"] = schema_type
+        return int(self._request("POST", f"/subjects/{quoted}/versions", body)["id"])
 
     def versions(self, subject: str) -> list[vs.ValueSchema]:
         """Every version under `subject`, soft-deleted ones too (records may still carry
@@ -271,13 +275,118 @@ def avro_schema(arrow_type, name: str, namespace: str = "logbroker.spark") -> di
     return out
 
 
-class SinkColumn:
-    """A struct column the sink writes as registry-framed Avro (plain data: picklable)."""
+def json_schema(arrow_type, title: str) -> dict:
+    """The JSON Schema of a struct column (rust/src/json_encode.rs writes by the same rules):
+    an object of the struct's fields, each `oneOf` null and its type."""
+    import pyarrow as pa
 
-    def __init__(self, name: str, arrow_type, schema_id: int) -> None:
+    def typ(t, path: str) -> dict:
+        if pa.types.is_boolean(t):
+            return {"type": "boolean"}
+        if pa.types.is_integer(t):
+            return {"type": "integer"}
+        if pa.types.is_floating(t):
+            return {"type": "number"}
+        if pa.types.is_string(t) or pa.types.is_large_string(t):
+            return {"type": "string"}
+        if pa.types.is_binary(t) or pa.types.is_large_binary(t):
+            return {"type": "string", "contentEncoding": "base64"}
+        if pa.types.is_date32(t):
+            return {"type": "string", "format": "date"}
+        if pa.types.is_timestamp(t):
+            return {"type": "string", "format": "date-time"} if t.tz else {"type": "string"}
+        if pa.types.is_struct(t):
+            return obj(t, path)
+        if pa.types.is_list(t) or pa.types.is_large_list(t):
+            return {"type": "array", "items": nullable(t.value_type, path + "[]")}
+        raise SparkSourceError(f"field {path}: the registry sink cannot write Spark/Arrow type {t} as JSON")
+
+    def nullable(t, path: str) -> dict:
+        return {"oneOf": [{"type": "null"}, typ(t, path)]}
+
+    def obj(t, path: str) -> dict:
+        props = {t.field(i).name: nullable(t.field(i).type, f"{path}.{t.field(i).name}") for i in range(t.num_fields)}
+        return {"type": "object", "properties": props}
+
+    if not pa.types.is_struct(arrow_type):
+        raise SparkSourceError(f"a registry column must be a struct; this one is {arrow_type}")
+    return {"$schema": "http://json-schema.org/draft-07/schema#", "title": title, **obj(arrow_type, title)}
+
+
+def proto_schema(arrow_type, name: str, package: str = "logbroker.spark") -> str:
+    """The proto3 file of a struct column (rust/src/proto_encode.rs writes by the same rules):
+    message `name` with the struct's fields numbered 1, 2, ... in order, scalars `optional`,
+    nested structs as nested messages, lists `repeated`, timestamps google.protobuf.Timestamp."""
+    import pyarrow as pa
+
+    needs_timestamp = False
+
+    def scalar(t, path: str) -> str | None:
+        nonlocal needs_timestamp
+        if pa.types.is_boolean(t):
+            return "bool"
+        if pa.types.is_int8(t) or pa.types.is_int16(t) or pa.types.is_int32(t) or pa.types.is_date32(t):
+            return "int32"
+        if pa.types.is_int64(t):
+            return "int64"
+        if pa.types.is_float32(t):
+            return "float"
+        if pa.types.is_float64(t):
+            return "double"
+        if pa.types.is_string(t) or pa.types.is_large_string(t):
+            return "string"
+        if pa.types.is_binary(t) or pa.types.is_large_binary(t):
+            return "bytes"
+        if pa.types.is_timestamp(t):
+            needs_timestamp = True
+            return "google.protobuf.Timestamp"
+        return None
+
+    def message(t, msg: str, path: str, indent: str) -> list[str]:
+        lines = [f"{indent}message {msg} {{"]
+        nested: list[str] = []
+        for i in range(t.num_fields):
+            f = t.field(i)
+            fname, fpath = _avro_name(f.name), f"{path}.{f.name}"
+            ft, label = f.type, "optional "
+            if pa.types.is_list(ft) or pa.types.is_large_list(ft):
+                ft, label = ft.value_type, "repeated "
+                if pa.types.is_list(ft) or pa.types.is_large_list(ft):
+                    raise SparkSourceError(f"field {fpath}: a list of lists has no Protobuf form")
+            kind = scalar(ft, fpath)
+            if kind is None and pa.types.is_struct(ft):
+                kind = f"{fname[0].upper()}{fname[1:]}Message"
+                nested += message(ft, kind, fpath, indent + "  ")
+            elif kind is None:
+                raise SparkSourceError(
+                    f"field {fpath}: the registry sink cannot write Spark/Arrow type {ft} as Protobuf"
+                )
+            if label == "optional " and (kind.endswith("Message") or kind == "google.protobuf.Timestamp"):
+                label = ""  # a message field has presence already
+            lines.append(f"{indent}  {label}{kind} {fname} = {i + 1};")
+        return lines + nested + [f"{indent}}}"]
+
+    if not pa.types.is_struct(arrow_type):
+        raise SparkSourceError(f"a registry column must be a struct; this one is {arrow_type}")
+    body = message(arrow_type, _avro_name(name), name, "")
+    head = ['syntax = "proto3";', f"package {package};"]
+    if needs_timestamp:
+        head.append('import "google/protobuf/timestamp.proto";')
+    return "\n".join(head + [""] + body) + "\n"
+
+
+SCHEMA_TYPES = {"avro": "AVRO", "json": "JSON", "protobuf": "PROTOBUF"}
+
+
+class SinkColumn:
+    """A struct column the sink writes as registry-framed Avro, JSON or Protobuf (plain data:
+    picklable)."""
+
+    def __init__(self, name: str, arrow_type, schema_id: int, schema_type: str = "avro") -> None:
         self.name = name
         self.arrow_type = arrow_type
         self.schema_id = schema_id
+        self.schema_type = schema_type
 
     @classmethod
     def plan(cls, o: dict, schema, topic: str | None) -> list[SinkColumn]:
@@ -296,8 +405,17 @@ class SinkColumn:
             if subject is None:
                 raise SparkSourceError(f"{name}.format=registry needs the topic option or option {name}.subject")
             arrow_type = to_arrow_type(schema[name].dataType, timezone="UTC")
-            record_name = o.get(f"{name}.avro.name") or _avro_name(f"{subject}")
-            out.append(cls(name, arrow_type, registry.register(subject, avro_schema(arrow_type, record_name))))
+            kind = o.get(f"{name}.schema.type", "avro").lower()
+            if kind not in SCHEMA_TYPES:
+                raise SparkSourceError(f"option {name}.schema.type is {kind!r}: avro, json or protobuf")
+            record_name = o.get(f"{name}.avro.name") or o.get(f"{name}.schema.name") or _avro_name(f"{subject}")
+            if kind == "avro":
+                text: dict | str = avro_schema(arrow_type, record_name)
+            elif kind == "json":
+                text = json_schema(arrow_type, record_name)
+            else:
+                text = proto_schema(arrow_type, record_name)
+            out.append(cls(name, arrow_type, registry.register(subject, text, SCHEMA_TYPES[kind]), kind))
         return out
 
     def encode(self, values: list) -> list:
@@ -312,7 +430,7 @@ class SinkColumn:
         batch = pa.RecordBatch.from_arrays([arr], names=[self.name])
         with pa.ipc.new_stream(sink, batch.schema) as w:
             w.write_batch(batch)
-        validity, offsets, data, nulls = _core.encode_registry_values(sink.getvalue(), self.schema_id)
+        validity, offsets, data, nulls = _core.encode_registry_values(sink.getvalue(), self.schema_id, self.schema_type)
         n = len(values)
         out = pa.Array.from_buffers(
             pa.binary(),
