@@ -250,31 +250,8 @@ def test_the_sink_writes_struct_rows_as_registered_avro(spark, registry_topics) 
     bootstrap, url, sr, _, _ = registry_topics
     with Admin(bootstrap) as admin:
         admin.create_topics([NewTopic("sunk", 1, 1)])
-    schema = (
-        "key struct<id: bigint>, value struct<id: bigint, item: string, qty: int, price: double, ok: boolean, "
-        "tags: array<string>, ship: struct<city: string>, at: timestamp, day: date, blob: binary>"
-    )
-    at = datetime.datetime(2024, 5, 6, 7, 8, 9, 123456)  # naive: the driver's local time, as PySpark has it
-    rows = [
-        (
-            {"id": i},
-            {
-                "id": i,
-                "item": f"item-{i}",
-                "qty": None if i % 5 == 0 else i,
-                "price": i / 8,
-                "ok": i % 2 == 0,
-                "tags": [f"t{j}" for j in range(i % 3)],
-                "ship": {"city": f"c{i}"} if i % 4 else None,
-                "at": at + datetime.timedelta(seconds=i),
-                "day": datetime.date(2024, 1, 1) + datetime.timedelta(days=i),
-                "blob": bytes([i]),
-            }
-            if i != 7
-            else None,
-        )
-        for i in range(20)
-    ]
+    schema = "key struct<id: bigint>, " + SUNK_SCHEMA
+    rows = [({"id": i}, value) for i, (value,) in enumerate(sunk_rows())]
     (
         spark.createDataFrame(rows, schema)
         .write.format("logbroker")

@@ -111,22 +111,30 @@ pub fn encode_rows_as(rows: &StructArray, schema_id: i32, format: Format) -> Res
     Ok(out)
 }
 
+/// The scalar types every registry encoder writes (Avro, JSON, Protobuf).
+pub(crate) fn is_scalar(dt: &DataType) -> bool {
+    matches!(
+        dt,
+        DataType::Boolean
+            | DataType::Int8
+            | DataType::Int16
+            | DataType::Int32
+            | DataType::Int64
+            | DataType::Float32
+            | DataType::Float64
+            | DataType::Utf8
+            | DataType::LargeUtf8
+            | DataType::Binary
+            | DataType::LargeBinary
+            | DataType::Date32
+            | DataType::Timestamp(_, _)
+    )
+}
+
 /// The types the encoder writes (checked once per batch, so `value` never meets another).
 fn check(name: &str, dt: &DataType) -> Result<(), String> {
     match dt {
-        DataType::Boolean
-        | DataType::Int8
-        | DataType::Int16
-        | DataType::Int32
-        | DataType::Int64
-        | DataType::Float32
-        | DataType::Float64
-        | DataType::Utf8
-        | DataType::LargeUtf8
-        | DataType::Binary
-        | DataType::LargeBinary
-        | DataType::Date32
-        | DataType::Timestamp(_, _) => Ok(()),
+        dt if is_scalar(dt) => Ok(()),
         DataType::Struct(fields) => {
             fields.iter().try_for_each(|f| check(&format!("{name}.{}", f.name()), f.data_type()))
         }

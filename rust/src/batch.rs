@@ -504,8 +504,18 @@ pub fn for_each_checked_record(
     mut each: impl FnMut(i64, i64, &RecordView<'_>) -> Control,
 ) -> Result<BatchHeader> {
     let h = whole_batch_header(bytes, position)?;
+    validate_body(&h, bytes, position, Check::Stored, visit_until_stop(&h, &mut each))?;
+    Ok(h)
+}
+
+/// A record walk's visitor that calls `each(offset, timestamp, record)` until it answers
+/// Stop (the walk itself goes on, checking every record).
+fn visit_until_stop<'a>(
+    h: &'a BatchHeader,
+    each: &'a mut impl FnMut(i64, i64, &RecordView<'_>) -> Control,
+) -> impl FnMut(&RecordView<'_>) + 'a {
     let mut stop = false;
-    validate_body(&h, bytes, position, Check::Stored, |r| {
+    move |r| {
         if stop {
             return;
         }
@@ -514,8 +524,7 @@ pub fn for_each_checked_record(
         if each(h.base_offset + i64::from(r.offset_delta), ts, r) == Control::Stop {
             stop = true;
         }
-    })?;
-    Ok(h)
+    }
 }
 
 /// The header of `bytes`, which must be exactly one batch by its framing.
@@ -734,17 +743,7 @@ pub fn for_each_record(
 ) -> Result<()> {
     let h = BatchHeader::parse(bytes);
     let region = records_region(bytes, position)?;
-    let mut stop = false;
-    walk_records(&region, &h, position, |r| {
-        if stop {
-            return;
-        }
-        let ts =
-            if h.is_log_append_time() { h.max_timestamp } else { h.base_timestamp.wrapping_add(r.timestamp_delta) };
-        if each(h.base_offset + i64::from(r.offset_delta), ts, r) == Control::Stop {
-            stop = true;
-        }
-    })?;
+    walk_records(&region, &h, position, visit_until_stop(&h, &mut each))?;
     Ok(())
 }
 

@@ -31,19 +31,7 @@ const FIXED32: u64 = 5;
 /// The types the encoder writes (checked once per batch); `in_list`: an item of a list.
 pub fn check(name: &str, dt: &DataType, in_list: bool) -> Result<(), String> {
     match dt {
-        DataType::Boolean
-        | DataType::Int8
-        | DataType::Int16
-        | DataType::Int32
-        | DataType::Int64
-        | DataType::Float32
-        | DataType::Float64
-        | DataType::Utf8
-        | DataType::LargeUtf8
-        | DataType::Binary
-        | DataType::LargeBinary
-        | DataType::Date32
-        | DataType::Timestamp(_, _) => Ok(()),
+        dt if crate::avro_encode::is_scalar(dt) => Ok(()),
         DataType::Struct(fields) => {
             fields.iter().try_for_each(|f| check(&format!("{name}.{}", f.name()), f.data_type(), false))
         }

@@ -229,30 +229,67 @@ def _avro_name(text: str) -> str:
     return out if out and not out[0].isdigit() else f"_{out}"
 
 
+def _scalar_kind(t) -> str | None:
+    """The kind of a scalar Arrow type the registry encoders write (rust/src/avro_encode.rs
+    `is_scalar`), or None for a struct, a list or a type they do not write."""
+    import pyarrow as pa
+
+    checks = (
+        (pa.types.is_boolean, "boolean"),
+        (lambda t: pa.types.is_int8(t) or pa.types.is_int16(t) or pa.types.is_int32(t), "int"),
+        (pa.types.is_int64, "long"),
+        (pa.types.is_float32, "float"),
+        (pa.types.is_float64, "double"),
+        (lambda t: pa.types.is_string(t) or pa.types.is_large_string(t), "string"),
+        (lambda t: pa.types.is_binary(t) or pa.types.is_large_binary(t), "bytes"),
+        (pa.types.is_date32, "date"),
+        (lambda t: pa.types.is_timestamp(t) and t.tz is not None, "timestamp"),
+        (pa.types.is_timestamp, "local_timestamp"),
+    )
+    return next((kind for check, kind in checks if check(t)), None)
+
+
+# Avro's name of each kind is the kind's own (boolean, int, long, float, double, string, bytes) but these:
+_AVRO_SCALARS = {
+    "date": {"type": "int", "logicalType": "date"},
+    "timestamp": {"type": "long", "logicalType": "timestamp-micros"},
+    "local_timestamp": {"type": "long", "logicalType": "local-timestamp-micros"},
+}
+_JSON_SCALARS = {
+    "boolean": {"type": "boolean"},
+    "int": {"type": "integer"},
+    "long": {"type": "integer"},
+    "float": {"type": "number"},
+    "double": {"type": "number"},
+    "string": {"type": "string"},
+    "bytes": {"type": "string", "contentEncoding": "base64"},
+    "date": {"type": "string", "format": "date"},
+    "timestamp": {"type": "string", "format": "date-time"},
+    "local_timestamp": {"type": "string"},
+}
+_PROTO_SCALARS = {
+    "boolean": "bool",
+    "int": "int32",
+    "long": "int64",
+    "float": "float",
+    "double": "double",
+    "string": "string",
+    "bytes": "bytes",
+    "date": "int32",
+    "timestamp": "google.protobuf.Timestamp",
+    "local_timestamp": "google.protobuf.Timestamp",
+}
+
+
 def avro_schema(arrow_type, name: str, namespace: str = "logbroker.spark") -> dict:
     """The Avro writer schema of a struct column (rust/src/avro_encode.rs encodes by the same
     rules): a record named `name`, every field `["null", T]` defaulting to null."""
     import pyarrow as pa
 
     def typ(t, path: str):
-        if pa.types.is_boolean(t):
-            return "boolean"
-        if pa.types.is_int8(t) or pa.types.is_int16(t) or pa.types.is_int32(t):
-            return "int"
-        if pa.types.is_int64(t):
-            return "long"
-        if pa.types.is_float32(t):
-            return "float"
-        if pa.types.is_float64(t):
-            return "double"
-        if pa.types.is_string(t) or pa.types.is_large_string(t):
-            return "string"
-        if pa.types.is_binary(t) or pa.types.is_large_binary(t):
-            return "bytes"
-        if pa.types.is_date32(t):
-            return {"type": "int", "logicalType": "date"}
-        if pa.types.is_timestamp(t):
-            return {"type": "long", "logicalType": "timestamp-micros" if t.tz else "local-timestamp-micros"}
+        kind = _scalar_kind(t)
+        if kind is not None:
+            return _AVRO_SCALARS.get(kind, kind)
         if pa.types.is_struct(t):
             return record(t, path)
         if pa.types.is_list(t) or pa.types.is_large_list(t):
@@ -281,20 +318,9 @@ def json_schema(arrow_type, title: str) -> dict:
     import pyarrow as pa
 
     def typ(t, path: str) -> dict:
-        if pa.types.is_boolean(t):
-            return {"type": "boolean"}
-        if pa.types.is_integer(t):
-            return {"type": "integer"}
-        if pa.types.is_floating(t):
-            return {"type": "number"}
-        if pa.types.is_string(t) or pa.types.is_large_string(t):
-            return {"type": "string"}
-        if pa.types.is_binary(t) or pa.types.is_large_binary(t):
-            return {"type": "string", "contentEncoding": "base64"}
-        if pa.types.is_date32(t):
-            return {"type": "string", "format": "date"}
-        if pa.types.is_timestamp(t):
-            return {"type": "string", "format": "date-time"} if t.tz else {"type": "string"}
+        kind = _scalar_kind(t)
+        if kind is not None:
+            return dict(_JSON_SCALARS[kind])
         if pa.types.is_struct(t):
             return obj(t, path)
         if pa.types.is_list(t) or pa.types.is_large_list(t):
@@ -323,24 +349,9 @@ def proto_schema(arrow_type, name: str, package: str = "logbroker.spark") -> str
 
     def scalar(t, path: str) -> str | None:
         nonlocal needs_timestamp
-        if pa.types.is_boolean(t):
-            return "bool"
-        if pa.types.is_int8(t) or pa.types.is_int16(t) or pa.types.is_int32(t) or pa.types.is_date32(t):
-            return "int32"
-        if pa.types.is_int64(t):
-            return "int64"
-        if pa.types.is_float32(t):
-            return "float"
-        if pa.types.is_float64(t):
-            return "double"
-        if pa.types.is_string(t) or pa.types.is_large_string(t):
-            return "string"
-        if pa.types.is_binary(t) or pa.types.is_large_binary(t):
-            return "bytes"
-        if pa.types.is_timestamp(t):
-            needs_timestamp = True
-            return "google.protobuf.Timestamp"
-        return None
+        kind = _scalar_kind(t)
+        needs_timestamp = needs_timestamp or kind in ("timestamp", "local_timestamp")
+        return None if kind is None else _PROTO_SCALARS[kind]
 
     def message(t, msg: str, path: str, indent: str) -> list[str]:
         lines = [f"{indent}message {msg} {{"]
