@@ -1,7 +1,9 @@
 """The Iceberg committer: the broker's side of Iceberg topics (`iceberg.enable=true`; the
 table layout and the exactly-once argument are in logbroker/iceberg).
 
-Every `iceberg.commit.interval.ms`, for each Iceberg topic with partitions this node leads,
+Rounds end about every `iceberg.commit.interval.ms` (clock.run_ending_every: the wait before
+a round is the interval less the recent rounds' length, so a record's lag to the table stays
+within the interval); in a round, for each Iceberg topic with partitions this node leads,
 one commit (`TableWriter.commit`) of those partitions' new committed records, in a thread.
 A commit cut short by its byte budget is followed by another at once; a commit that lost a
 race to another node's is tried again at once, up to RACE_RETRIES times.

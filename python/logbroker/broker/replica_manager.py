@@ -44,7 +44,7 @@ from logbroker.broker.partition import Partition
 from logbroker.broker.remote_log_manager import RemoteLogManager
 from logbroker.broker.replica_mover import ReplicaMover
 from logbroker.broker.replication import Replication
-from logbroker.clock import now_ms, run_every
+from logbroker.clock import now_ms, run_ending_every, run_every
 from logbroker.common.config import RACK_AWARE_SELECTOR, BrokerConfig, ConfigError
 from logbroker.coord.metadata.metadata import MetadataImage
 from logbroker.coord.metadata.metadata_delta import MetadataDelta
@@ -599,7 +599,10 @@ class ReplicaManager:
             )
             if self.config.get_bool("log.cleaner.enable"):
                 nursery.start_soon(self._every, self.config.get_int("log.cleaner.backoff.ms"), self._clean)
-            nursery.start_soon(self._every, self.config.get_int("iceberg.commit.interval.ms"), self._iceberg_commit)
+            # runs end about every interval: the interval is the bound on a record's lag to the table
+            nursery.start_soon(
+                run_ending_every, self.config.get_int("iceberg.commit.interval.ms"), self._iceberg_commit, log
+            )
             nursery.start_soon(self._every, TABLE_TIER_CHECK_MS, self._table_tier_views)
             await nursery.start(self.mover.run)
             await nursery.start(self.remote.run)
