@@ -789,6 +789,19 @@ pub fn scan<S: BatchSource>(
     start: u64,
     check: Check,
     offsets: impl Into<Offsets>,
+    visit: impl FnMut(&Visited<'_>) -> Result<Control>,
+) -> Result<ScanEnd> {
+    scan_records(src, start, check, offsets, |_, _| {}, visit)
+}
+
+/// [`scan`], with `each_record(header, record)` called for every record of a batch as
+/// `Check::Full` or `Check::Stored` walks it (decompressed once), before the batch is visited.
+pub fn scan_records<S: BatchSource>(
+    src: &mut S,
+    start: u64,
+    check: Check,
+    offsets: impl Into<Offsets>,
+    mut each_record: impl FnMut(&BatchHeader, &RecordView<'_>),
     mut visit: impl FnMut(&Visited<'_>) -> Result<Control>,
 ) -> Result<ScanEnd> {
     let mut pos = start;
@@ -837,7 +850,7 @@ pub fn scan<S: BatchSource>(
             }
             Check::Full | Check::Stored => {
                 let bytes = src.read_at(pos, size as usize)?;
-                match validate_body(&header, bytes, pos, check, |_| {}) {
+                match validate_body(&header, bytes, pos, check, |r| each_record(&header, r)) {
                     Ok((_, summary)) => Visited { position: pos, header, bytes: Some(bytes), records: Some(summary) },
                     Err(e) => return stop(pos, batches, e, false),
                 }

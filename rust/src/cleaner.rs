@@ -195,9 +195,18 @@ impl Counts {
     }
 }
 
-fn scan_segment(s: &SegmentSnapshot, mut visit: impl FnMut(&batch::Visited<'_>) -> Result<Control>) -> Result<()> {
+fn scan_segment(s: &SegmentSnapshot, visit: impl FnMut(&batch::Visited<'_>) -> Result<Control>) -> Result<()> {
+    scan_segment_records(s, |_, _| {}, visit)
+}
+
+/// `scan_segment`, with `each_record` called for every record as the check walks it.
+fn scan_segment_records(
+    s: &SegmentSnapshot,
+    each_record: impl FnMut(&BatchHeader, &batch::RecordView<'_>),
+    visit: impl FnMut(&batch::Visited<'_>) -> Result<Control>,
+) -> Result<()> {
     let mut src = FileSource::new(&s.file, &s.path, s.size);
-    let end = batch::scan(&mut src, 0, Check::Stored, None, &mut visit)?;
+    let end = batch::scan_records(&mut src, 0, Check::Stored, None, each_record, visit)?;
     match end.error {
         Some(e) => Err(e),
         None => Ok(()),
@@ -209,24 +218,22 @@ fn scan_segment(s: &SegmentSnapshot, mut visit: impl FnMut(&batch::Visited<'_>) 
 pub(crate) fn build_offset_map(segments: &[SegmentSnapshot], aborted: &AbortedRanges) -> Result<HashMap<Vec<u8>, i64>> {
     let mut map: HashMap<Vec<u8>, i64> = HashMap::new();
     for s in segments.iter().filter(|s| s.dirty) {
-        scan_segment(s, |v| {
-            if v.header.is_control() || aborted.holds(&v.header) {
-                return Ok(Control::Continue);
+        // the keys are read in the walk that checks each batch (one decompression)
+        let each_record = |h: &BatchHeader, r: &batch::RecordView<'_>| {
+            if h.is_control() || aborted.holds(h) {
+                return;
             }
-            let bytes = v.bytes.expect("stored check reads the batch");
-            batch::for_each_record(bytes, v.position, |offset, _, r| {
-                if let Some(k) = r.key {
-                    match map.get_mut(k) {
-                        Some(o) => *o = offset,
-                        None => {
-                            map.insert(k.to_vec(), offset);
-                        }
+            if let Some(k) = r.key {
+                let offset = h.base_offset + i64::from(r.offset_delta);
+                match map.get_mut(k) {
+                    Some(o) => *o = offset,
+                    None => {
+                        map.insert(k.to_vec(), offset);
                     }
                 }
-                Control::Continue
-            })?;
-            Ok(Control::Continue)
-        })?;
+            }
+        };
+        scan_segment_records(s, each_record, |_| Ok(Control::Continue))?;
     }
     Ok(map)
 }

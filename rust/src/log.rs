@@ -96,13 +96,14 @@
 //!   staged, and a failed write is cut back (`Segment::append`).
 //! - The log start offset is persisted before the segments below it are deleted.
 
+use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::ops::{Deref, DerefMut};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicI32, AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock, Weak};
 
-use crate::batch::{self, Check, Control, EndTxnMarker, SliceSource};
+use crate::batch::{self, BatchHeader, Check, Control, EndTxnMarker, RecordView, SliceSource};
 use crate::builder::{BatchBuilder, Rec};
 use crate::cleaner::{self, CleanContext, CompactionResult, SegmentSnapshot, CLEANER_CHECKPOINT_FILE};
 use crate::compression::Codec;
@@ -572,8 +573,27 @@ impl Log {
         let mut out = Vec::new();
         let mut src = SliceSource(records);
         let check = if follower { Check::Stored } else { Check::Full };
-        let end = batch::scan(&mut src, 0, check, None, |v| {
+        // Every record at fault is named (Kafka's RecordErrors list each one), by its index in
+        // the batch; the records are checked in the walk that validates them (one decompression).
+        let per_record = require_keys || record_check.is_some();
+        let faults: RefCell<Vec<(i32, String)>> = RefCell::new(Vec::new());
+        let index = Cell::new(0i32);
+        let each_record = |h: &BatchHeader, r: &RecordView<'_>| {
+            if !per_record || h.is_control() {
+                return;
+            }
+            let i = index.get();
+            index.set(i + 1);
+            if require_keys && r.key.is_none() {
+                let why = format!("record {i} has no key; a compacted topic cannot accept a record without a key");
+                faults.borrow_mut().push((i, why));
+            } else if let Some(why) = record_check.and_then(|c| c(r.key, r.value)) {
+                faults.borrow_mut().push((i, format!("record {i} {why}")));
+            }
+        };
+        let end = batch::scan_records(&mut src, 0, check, None, each_record, |v| {
             let h = v.header;
+            let (faults, records) = (faults.take(), index.replace(0));
             if !follower && h.size() > max_batch {
                 return Err(LogError::RecordTooLarge {
                     tp: Tp::default(),
@@ -582,30 +602,10 @@ impl Log {
                     limit: "message.max.bytes",
                 });
             }
-            if (require_keys || record_check.is_some()) && !h.is_control() {
-                // Every record at fault is named (Kafka's RecordErrors list each one), by its
-                // index in the batch.
-                let mut faults: Vec<(i32, String)> = Vec::new();
-                let mut index = 0i32;
-                batch::for_each_record(v.bytes.expect("full check reads the batch"), v.position, |_, _, r| {
-                    if require_keys && r.key.is_none() {
-                        faults.push((
-                            index,
-                            format!(
-                                "record {index} has no key; a compacted topic cannot accept a record without a key"
-                            ),
-                        ));
-                    } else if let Some(why) = record_check.and_then(|c| c(r.key, r.value)) {
-                        faults.push((index, format!("record {index} {why}")));
-                    }
-                    index += 1;
-                    Control::Continue
-                })?;
-                if let Some((_, first)) = faults.first() {
-                    let reason =
-                        format!("{} of the batch's {index} records are refused; the first: {first}", faults.len());
-                    return Err(LogError::invalid_records(v.position, reason, faults));
-                }
+            if let Some((_, first)) = faults.first() {
+                let reason =
+                    format!("{} of the batch's {records} records are refused; the first: {first}", faults.len());
+                return Err(LogError::invalid_records(v.position, reason, faults));
             }
             let summary = v.records.expect("full check summarizes records");
             out.push(Validated {
