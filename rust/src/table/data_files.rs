@@ -490,14 +490,8 @@ impl DataFiles {
                 let idx = arrow_array::UInt32Array::from_iter_values(
                     runs.iter().flat_map(|&(s, l)| (s..s + l).map(|i| u32::try_from(i).unwrap_or(u32::MAX))),
                 );
-                let columns = batch
-                    .columns()
-                    .iter()
-                    .map(|c| arrow_select::take::take(c, &idx, None))
-                    .collect::<std::result::Result<Vec<_>, _>>()
-                    .and_then(|c| RecordBatch::try_new(batch.schema(), c))
-                    .map_err(|e| TableError::Config(format!("partitioning a batch: {e}")))?;
-                columns
+                arrow_select::take::take_record_batch(batch, &idx)
+                    .map_err(|e| TableError::Config(format!("partitioning a batch: {e}")))?
             };
             self.write_run(key, &rows)?;
         }
