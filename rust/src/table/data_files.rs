@@ -60,6 +60,12 @@ pub const READ_BYTES: u64 = 1 << 20;
 
 const MICROS_PER_DAY: i64 = 86_400_000_000;
 
+/// Files a commit keeps open at once. A spec with many partitions (a bucket of the key by
+/// hour, say) would otherwise open one writer, with its column encoders, per partition it
+/// meets; past this the fullest open file is closed (its partition gets another file if
+/// more of its rows come), as Iceberg's fanout writers bound theirs.
+pub const MAX_OPEN_FILES: usize = 128;
+
 /// How data files are written: the table's `write.parquet.*` and `write.target-file-size-bytes`.
 #[derive(Debug, Clone)]
 pub struct FileSettings {
@@ -198,6 +204,8 @@ pub struct DataFiles {
     keys: Option<ValueDecoding>,
     /// The table's partition spec (`with_spec`; `day(timestamp)` unless told).
     spec: PartitionSpec,
+    /// At most this many files open at once (MAX_OPEN_FILES unless told).
+    max_open: usize,
     open: HashMap<PartitionKey, OpenFile>,
     done: Vec<WrittenFile>,
     created: Vec<PathBuf>,
@@ -253,6 +261,7 @@ impl DataFiles {
             values,
             keys: None,
             spec: PartitionSpec::day_of_timestamp(),
+            max_open: MAX_OPEN_FILES,
             open: HashMap::new(),
             done: Vec::new(),
             created: Vec::new(),
@@ -276,6 +285,13 @@ impl DataFiles {
     #[must_use]
     pub fn with_spec(mut self, spec: PartitionSpec) -> DataFiles {
         self.spec = spec;
+        self
+    }
+
+    /// At most `n` files open at once (tests; MAX_OPEN_FILES otherwise).
+    #[must_use]
+    pub fn with_max_open_files(mut self, n: usize) -> DataFiles {
+        self.max_open = n.max(1);
         self
     }
 
@@ -510,6 +526,18 @@ impl DataFiles {
     fn write_run(&mut self, key: PartitionKey, rows: &RecordBatch) -> Result<()> {
         let day = self.day_of(&key);
         if !self.open.contains_key(&key) {
+            if self.open.len() >= self.max_open {
+                let fullest = self
+                    .open
+                    .iter()
+                    .max_by_key(|(_, f)| f.writer.bytes_written() + f.writer.in_progress_size())
+                    .map(|(k, _)| k.clone())
+                    .expect("files are open");
+                let f = self.open.remove(&fullest).expect("open");
+                let day = self.day_of(&fullest);
+                let written = finish(f, fullest, day)?;
+                self.done.push(written);
+            }
             let file = self.create(&key)?;
             self.open.insert(key.clone(), file);
         }

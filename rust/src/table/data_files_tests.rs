@@ -291,3 +291,52 @@ fn a_producers_transaction_after_an_aborted_one_in_an_earlier_segment_is_written
     let got = read_back(&files.close().unwrap());
     assert_eq!(got, model((6..206).chain(later..later + 5).map(|o| (o, 1_000))));
 }
+
+#[test]
+fn a_spec_of_many_partitions_keeps_at_most_the_open_file_limit() {
+    // bucket[8](offset) over 5 batches of 8 records, read one batch per call: each stretch
+    // meets all 8 buckets. Unbounded, that is 8 files; with 4 open at most, a bucket's file is
+    // closed when a fifth opens and the bucket gets another file later, every row still once.
+    let spec = |max_open: usize, name: &str, dir: &std::path::Path, log: &Log| {
+        let spec = partition_spec::PartitionSpec {
+            fields: vec![partition_spec::SpecField {
+                source: vec!["offset".into()],
+                transform: partition_spec::Transform::Bucket(8),
+                name: "offset_bucket".into(),
+            }],
+        };
+        let mut files = DataFiles::new(kafka_schema(), settings(1 << 30), local(&dir.join(name)), name.into(), None)
+            .unwrap()
+            .with_spec(spec)
+            .with_max_open_files(max_open);
+        let mut at = 0;
+        while at < log.last_stable_offset() {
+            at = files.write_log(log, at, log.last_stable_offset(), 1, None).unwrap().next_offset;
+        }
+        files.close().unwrap()
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let log = open_log(dir.path());
+    for _ in 0..5 {
+        append(&log, 8, 20_000 * DAY_MS, None);
+    }
+    assert_eq!(spec(128, "wide", dir.path(), &log).len(), 8);
+    let written = spec(4, "narrow", dir.path(), &log);
+    assert!(written.len() > 8, "{} files", written.len());
+    let mut offsets = Vec::new();
+    for f in &written {
+        let local = local_dir(&f.path).unwrap();
+        let reader = ParquetRecordBatchReaderBuilder::try_new(File::open(local).unwrap()).unwrap();
+        for batch in reader.build().unwrap() {
+            let batch = batch.unwrap();
+            let col = batch.column(batch.schema().index_of("offset").unwrap()).clone();
+            for o in col.as_any().downcast_ref::<Int64Array>().unwrap().values() {
+                let want = partition_spec::bucket(&o.to_le_bytes(), 8);
+                assert_eq!(f.partition_values, vec![partition_spec::PartitionValue::Int(want)], "{}", f.path);
+                offsets.push(*o);
+            }
+        }
+    }
+    offsets.sort_unstable();
+    assert_eq!(offsets, (0..40).collect::<Vec<_>>(), "every row once");
+}
