@@ -386,6 +386,9 @@ pub struct Visited<'a> {
     pub bytes: Option<&'a [u8]>,
     /// Only present under `Check::Full`.
     pub records: Option<RecordsSummary>,
+    /// The records region, decompressed if the batch is (the walk's own copy, so a visitor
+    /// that reads the records again does not decompress them again); with `bytes`.
+    pub records_region: Option<&'a [u8]>,
 }
 
 /// Why and where a scan ended.
@@ -489,7 +492,7 @@ fn check_framing(h: &BatchHeader, position: u64, available: u64) -> Result<u64, 
 /// Full validation of one complete batch (`bytes` is exactly the batch).
 pub fn validate_batch(bytes: &[u8], position: u64) -> Result<(BatchHeader, RecordsSummary)> {
     let h = whole_batch_header(bytes, position)?;
-    validate_body(&h, bytes, position, Check::Full, |_| {})
+    validate_body(&h, bytes, position, Check::Full, |_| {}).map(|(h, summary, _)| (h, summary))
 }
 
 /// Calls `each(offset, timestamp, record)` for every record of a complete stored batch,
@@ -541,14 +544,14 @@ fn whole_batch_header(bytes: &[u8], position: u64) -> Result<BatchHeader> {
 }
 
 /// The checks of `check` past the framing, with `each` called for every record as the walk
-/// passes it.
+/// passes it; also returns the decompressed records region of a compressed batch.
 fn validate_body(
     h: &BatchHeader,
     bytes: &[u8],
     position: u64,
     check: Check,
     mut each: impl FnMut(&RecordView<'_>),
-) -> Result<(BatchHeader, RecordsSummary)> {
+) -> Result<(BatchHeader, RecordsSummary, Option<Vec<u8>>)> {
     let computed = crc32c::crc32c(&bytes[ATTRIBUTES_AT..]);
     if computed != h.crc {
         return Err(LogError::CrcMismatch { tp: Tp::default(), position, expected: h.crc, computed });
@@ -586,15 +589,14 @@ fn validate_body(
         ));
     }
     let region = &bytes[HEADER_LEN..];
-    let summary = if codec == Codec::None {
-        walk_records(region, h, position, |r| each(r))?
-    } else {
-        let plain = compression::decompress(codec, region, DECOMPRESS_LIMIT).map_err(|e| {
-            LogError::corrupt(position, format!("{} records region does not decompress: {e}", codec.name()))
-        })?;
-        walk_records(&plain, h, position, |r| each(r))?
-    };
-    Ok((*h, summary))
+    if codec == Codec::None {
+        return Ok((*h, walk_records(region, h, position, |r| each(r))?, None));
+    }
+    let plain = compression::decompress(codec, region, DECOMPRESS_LIMIT).map_err(|e| {
+        LogError::corrupt(position, format!("{} records region does not decompress: {e}", codec.name()))
+    })?;
+    let summary = walk_records(&plain, h, position, |r| each(r))?;
+    Ok((*h, summary, Some(plain)))
 }
 
 /// Walks the (uncompressed) records region: every length varint, every field, offset deltas
@@ -840,18 +842,29 @@ pub fn scan_records<S: BatchSource>(
             }
             _ => {}
         }
+        let plain: Option<Vec<u8>>;
         let visited = match check {
             Check::Framing => {
                 if header.last_offset_delta < 0 {
                     let e = LogError::corrupt(pos, format!("negative lastOffsetDelta {}", header.last_offset_delta));
                     return stop(pos, batches, e, false);
                 }
-                Visited { position: pos, header, bytes: None, records: None }
+                Visited { position: pos, header, bytes: None, records: None, records_region: None }
             }
             Check::Full | Check::Stored => {
                 let bytes = src.read_at(pos, size as usize)?;
                 match validate_body(&header, bytes, pos, check, |r| each_record(&header, r)) {
-                    Ok((_, summary)) => Visited { position: pos, header, bytes: Some(bytes), records: Some(summary) },
+                    Ok((_, summary, decompressed)) => {
+                        plain = decompressed;
+                        let region = plain.as_deref().unwrap_or(&bytes[HEADER_LEN..]);
+                        Visited {
+                            position: pos,
+                            header,
+                            bytes: Some(bytes),
+                            records: Some(summary),
+                            records_region: Some(region),
+                        }
+                    }
                     Err(e) => return stop(pos, batches, e, false),
                 }
             }

@@ -272,7 +272,7 @@ enum Outcome {
 
 fn filter_batch(
     h: &BatchHeader,
-    bytes: &[u8],
+    region: &[u8],
     position: u64,
     cx: &CleanContext<'_>,
     counts: &mut Counts,
@@ -284,13 +284,12 @@ fn filter_batch(
         counts.records_removed += u64::try_from(h.records_count.max(0)).unwrap_or(0);
         return Ok(Outcome::Emptied);
     }
-    let region = batch::records_region(bytes, position)?;
     let horizon = h.delete_horizon();
     let mut kept: Vec<RecordView<'_>> = Vec::new();
     let mut removed = 0u64;
     let mut tombstones_removed = 0u64;
     let mut tombstones_kept = false;
-    batch::walk_records(&region, h, position, |r| {
+    batch::walk_records(region, h, position, |r| {
         let offset = h.base_offset + i64::from(r.offset_delta);
         let latest = r.key.is_some_and(|k| cx.map.get(k).is_none_or(|&l| offset >= l));
         let keep = if !latest {
@@ -416,7 +415,8 @@ pub(crate) fn clean_group(
             let h = v.header;
             let bytes = v.bytes.expect("stored check reads the batch");
             last_emptied = None;
-            match filter_batch(&h, bytes, v.position, cx, counts)? {
+            let region = v.records_region.expect("stored check reads the records");
+            match filter_batch(&h, region, v.position, cx, counts)? {
                 Outcome::Verbatim => {
                     let delta = v.records.map_or(0, |r| r.offset_delta_of_max);
                     let off_max = if h.is_log_append_time() { h.base_offset } else { h.base_offset + i64::from(delta) };
