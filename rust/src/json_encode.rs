@@ -1,5 +1,5 @@
 //! Arrow struct rows as JSON objects: the Spark sink's `value.schema.type=json` (framing in
-//! avro_encode.rs; python/logbroker/spark/registry.py's `json_schema` is the JSON Schema it
+//! registry_encode.rs; python/logbroker/spark/registry.py's `json_schema` is the JSON Schema it
 //! registers, by the same rules). A row is an object with a member per field, in field order,
 //! a null field `null`:
 //!
@@ -23,12 +23,12 @@ use arrow_array::{Array, ArrayRef};
 use arrow_schema::{DataType, Fields};
 use base64::Engine as _;
 
-use crate::table::partition_spec::civil;
+use crate::calendar::civil;
 
 /// The types the encoder writes (checked once per batch).
 pub fn check(name: &str, dt: &DataType) -> Result<(), String> {
     match dt {
-        dt if crate::avro_encode::is_scalar(dt) => Ok(()),
+        dt if crate::registry_types::is_scalar(dt) => Ok(()),
         DataType::Struct(fields) => {
             fields.iter().try_for_each(|f| check(&format!("{name}.{}", f.name()), f.data_type()))
         }
@@ -90,7 +90,7 @@ fn value(out: &mut Vec<u8>, a: &ArrayRef, row: usize) {
             let _ = write!(out, "\"{}\"", ymd(i64::from(a.as_primitive::<Date32Type>().value(row))));
         }
         DataType::Timestamp(unit, zone) => {
-            let us = crate::avro_encode::micros(a, *unit, row);
+            let us = crate::registry_types::micros(a, *unit, row);
             let secs = us.div_euclid(1_000_000);
             let in_day = secs.rem_euclid(86_400);
             let _ = write!(

@@ -8,12 +8,15 @@ pub mod avro_columns;
 pub mod avro_encode;
 pub mod batch;
 pub mod builder;
+pub mod calendar;
 pub mod columnar;
 pub mod compression;
 pub mod json_columns;
 pub mod json_encode;
 pub mod proto_columns;
 pub mod proto_encode;
+pub mod registry_encode;
+pub mod registry_types;
 pub mod varint;
 
 // Engine: storage.

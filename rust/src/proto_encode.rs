@@ -1,5 +1,5 @@
 //! Arrow struct rows as Protobuf messages: the Spark sink's `value.schema.type=protobuf`
-//! (framing, with the message indexes `[0]`, in avro_encode.rs; python/logbroker/spark/
+//! (framing, with the message indexes `[0]`, in registry_encode.rs; python/logbroker/spark/
 //! registry.py's `proto_schema` is the proto3 file it registers, by the same rules). The
 //! struct's fields are the message's fields 1, 2, ... in order; a null field is absent
 //! (scalars are `optional`, so a reader tells absent from zero):
@@ -31,7 +31,7 @@ const FIXED32: u64 = 5;
 /// The types the encoder writes (checked once per batch); `in_list`: an item of a list.
 pub fn check(name: &str, dt: &DataType, in_list: bool) -> Result<(), String> {
     match dt {
-        dt if crate::avro_encode::is_scalar(dt) => Ok(()),
+        dt if crate::registry_types::is_scalar(dt) => Ok(()),
         DataType::Struct(fields) => {
             fields.iter().try_for_each(|f| check(&format!("{name}.{}", f.name()), f.data_type(), false))
         }
@@ -107,7 +107,7 @@ fn field(out: &mut Vec<u8>, number: u64, a: &ArrayRef, row: usize) {
         DataType::Binary => bytes(out, number, a.as_binary::<i32>().value(row)),
         DataType::LargeBinary => bytes(out, number, a.as_binary::<i64>().value(row)),
         DataType::Timestamp(unit, _) => {
-            let us = crate::avro_encode::micros(a, *unit, row);
+            let us = crate::registry_types::micros(a, *unit, row);
             delimited(out, number, |m| {
                 let (secs, nanos) = (us.div_euclid(1_000_000), us.rem_euclid(1_000_000) * 1000);
                 if secs != 0 {

@@ -92,7 +92,7 @@ pub fn decode_registry_values<'py>(
 
 /// Encodes the struct rows of the first column of `batch` (an Arrow IPC stream holding one
 /// record batch) as Confluent-framed values of `schema_id` in `format` (avro, json or
-/// protobuf; crate::avro_encode, json_encode, proto_encode); returns the values as a binary
+/// protobuf; crate::registry_encode); returns the values as a binary
 /// column's Arrow buffers `(validity, offsets, data, null count)`, a null row a null value.
 /// Releases the GIL.
 #[pyfunction]
@@ -105,9 +105,9 @@ pub fn encode_registry_values<'py>(
     format: &str,
 ) -> PyResult<(Bound<'py, PyBytes>, Bound<'py, PyBytes>, Bound<'py, PyBytes>, usize)> {
     use arrow_array::cast::AsArray;
-    let format = crate::avro_encode::Format::parse(format).map_err(PyValueError::new_err)?;
+    let format = crate::registry_encode::Format::parse(format).map_err(PyValueError::new_err)?;
     let ipc = extract_bytes(batch)?;
-    let e = py.detach(|| -> Result<crate::avro_encode::Encoded, String> {
+    let e = py.detach(|| -> Result<crate::registry_encode::Encoded, String> {
         let mut reader = arrow_ipc::reader::StreamReader::try_new(std::io::Cursor::new(ipc), None)
             .map_err(|e| format!("the rows to encode do not decode as Arrow IPC: {e}"))?;
         let batch = reader
@@ -118,7 +118,7 @@ pub fn encode_registry_values<'py>(
         let rows = column
             .as_struct_opt()
             .ok_or_else(|| format!("the column to encode is {}, not a struct", column.data_type()))?;
-        crate::avro_encode::encode_rows_as(rows, schema_id, format)
+        crate::registry_encode::encode_rows_as(rows, schema_id, format)
     });
     let e = e.map_err(PyValueError::new_err)?;
     Ok((PyBytes::new(py, &e.validity), PyBytes::new(py, &e.offsets), PyBytes::new(py, &e.data), e.nulls))

@@ -695,7 +695,7 @@ pub fn day_of(us: i64) -> i32 {
 
 /// `YYYY-MM-DD` of a day number (proleptic Gregorian; Iceberg's human form of `day`).
 pub fn day_string(day: i32) -> String {
-    let (y, m, d) = super::partition_spec::civil(i64::from(day));
+    let (y, m, d) = crate::calendar::civil(i64::from(day));
     format!("{y:04}-{m:02}-{d:02}")
 }
 

@@ -22,6 +22,8 @@ use arrow_array::types::{Date32Type, Int32Type, Int64Type, TimestampMicrosecondT
 use arrow_array::{Array, ArrayRef, RecordBatch, StructArray};
 use arrow_schema::{DataType, TimeUnit};
 
+use crate::calendar::civil;
+
 /// One field's transform.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Transform {
@@ -272,20 +274,6 @@ fn time_unit(t: Transform, us: i64) -> i64 {
         }
         _ => us,
     }
-}
-
-/// (year, month 1-12, day 1-31) of a day number since 1970-01-01 (proleptic Gregorian;
-/// Howard Hinnant's civil_from_days).
-pub fn civil(day: i64) -> (i64, i64, i64) {
-    let z = day + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    (yoe + era * 400 + i64::from(m <= 2), m, d)
 }
 
 /// Iceberg's bucket of hash bytes.
