@@ -15,6 +15,12 @@ pub fn civil(day: i64) -> (i64, i64, i64) {
     (yoe + era * 400 + i64::from(m <= 2), m, d)
 }
 
+/// `YYYY-MM-DD` of a day number since 1970-01-01 (Iceberg's human form of a day).
+pub fn ymd(day: i64) -> String {
+    let (year, month, dom) = civil(day);
+    format!("{year:04}-{month:02}-{dom:02}")
+}
+
 #[cfg(test)]
 mod tests {
     use super::civil;
@@ -25,5 +31,6 @@ mod tests {
         assert_eq!(civil(-1), (1969, 12, 31));
         assert_eq!(civil(11_016), (2000, 2, 29));
         assert_eq!(civil(17_486), (2017, 11, 16));
+        assert_eq!(super::ymd(-1), "1969-12-31");
     }
 }

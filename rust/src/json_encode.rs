@@ -23,7 +23,7 @@ use arrow_array::{Array, ArrayRef};
 use arrow_schema::{DataType, Fields};
 use base64::Engine as _;
 
-use crate::calendar::civil;
+use crate::calendar::ymd;
 
 /// The types the encoder writes (checked once per batch).
 pub fn check(name: &str, dt: &DataType) -> Result<(), String> {
@@ -62,11 +62,6 @@ fn number(out: &mut Vec<u8>, v: impl std::fmt::Display) {
 fn float(out: &mut Vec<u8>, v: f64) {
     serde_json::to_writer(&mut *out, &v).expect("writing to a Vec does not fail");
     // non-finite: null
-}
-
-fn ymd(day: i64) -> String {
-    let (year, month, dom) = civil(day);
-    format!("{year:04}-{month:02}-{dom:02}")
 }
 
 fn value(out: &mut Vec<u8>, a: &ArrayRef, row: usize) {

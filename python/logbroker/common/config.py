@@ -110,21 +110,29 @@ def _parse_iceberg(text: str) -> bool:
 _PARTITION_TRANSFORMS = ("identity", "year", "month", "day", "hour", "void", "bucket", "truncate")
 
 
-def _parse_partition_spec(text: str) -> str:
-    """iceberg.partition.spec: Iceberg transforms separated by commas, each `t(column)` or, for
-    bucket and truncate, `t(N, column)`; empty: unpartitioned. Whether the columns exist is
-    the table's to say (logbroker/iceberg/table_schema.py), when it is created."""
-    text = str(text).strip()
-    for part in (p.strip() for p in re.findall(r"[^,()]*\([^()]*\)|[^,\s][^,]*", text)):
+def partition_spec_fields(text: str) -> list[tuple[str, int | None, str]]:
+    """iceberg.partition.spec as (transform, width or None, column) per field: Iceberg
+    transforms separated by commas, each `t(column)` or, for bucket and truncate,
+    `t(N, column)`; empty: unpartitioned. Whether the columns exist is the table's to say
+    (logbroker/iceberg/table_schema.py), when it is created. ConfigError names the field."""
+    fields = []
+    for part in (p.strip() for p in re.findall(r"[^,()]*\([^()]*\)|[^,\s][^,]*", str(text).strip())):
         m = re.fullmatch(r"(\w+)\s*\(\s*(?:(\d+)\s*,\s*)?([\w.]+)\s*\)", part)
         if m is None or m.group(1).lower() not in _PARTITION_TRANSFORMS:
             raise ConfigError(
                 f"{part!r} is not an Iceberg transform of a column: day(timestamp), hour(timestamp), "
                 f"identity(partition), bucket(16, value.id), truncate(4, key), year, month, void"
             )
-        if (m.group(1).lower() in ("bucket", "truncate")) != (m.group(2) is not None) or m.group(2) == "0":
+        name, width = m.group(1).lower(), m.group(2)
+        if (name in ("bucket", "truncate")) != (width is not None) or width == "0":
             raise ConfigError(f"{part!r}: bucket and truncate take a positive width first, the others none")
-    return text
+        fields.append((name, int(width) if width is not None else None, m.group(3)))
+    return fields
+
+
+def _parse_partition_spec(text: str) -> str:
+    partition_spec_fields(text)
+    return str(text).strip()
 
 
 def _parse_str(text: str) -> str:

@@ -29,8 +29,6 @@ Iceberg's builder gives them).
 
 from __future__ import annotations
 
-import re
-
 TABLE_PROPERTIES = {
     # The broker's commits are conditional on the snapshot they read (logbroker/iceberg):
     # pyiceberg must not retry them with a position computed before a lost race.
@@ -125,7 +123,6 @@ def writer_arrow_schema(schema):
 
 
 DEFAULT_PARTITION_SPEC = "day(timestamp)"
-_SPEC_FIELD = re.compile(r"\s*(\w+)\s*\(\s*(?:(\d+)\s*,\s*)?([\w.]+)\s*\)\s*")
 
 
 def partition_spec(text: str | None = None, schema=None):
@@ -147,41 +144,30 @@ def partition_spec(text: str | None = None, schema=None):
         YearTransform,
     )
 
-    text = DEFAULT_PARTITION_SPEC if text is None else text
+    from logbroker.common.config import ConfigError, partition_spec_fields
+
     schema = schema if schema is not None else table_schema()
-    plain = {"identity": IdentityTransform, "year": YearTransform, "month": MonthTransform}
-    plain |= {"day": DayTransform, "hour": HourTransform, "void": VoidTransform}
+    make = {"identity": IdentityTransform, "year": YearTransform, "month": MonthTransform, "day": DayTransform}
+    make |= {"hour": HourTransform, "void": VoidTransform, "bucket": BucketTransform, "truncate": TruncateTransform}
     suffix = {"bucket": "bucket", "truncate": "trunc", "year": "year", "month": "month", "day": "day", "hour": "hour"}
     suffix["void"] = "null"
+    try:
+        parsed = partition_spec_fields(DEFAULT_PARTITION_SPEC if text is None else text)
+    except ConfigError as e:
+        raise ValueError(f"iceberg.partition.spec: {e}") from None
     fields = []
-    parts = re.findall(r"[^,()]*\([^()]*\)|[^,\s][^,]*", text)
-    for part in parts:
-        m = _SPEC_FIELD.fullmatch(part.strip(" ,"))
-        if m is None:
-            raise ValueError(
-                f"iceberg.partition.spec: {part.strip()!r} is not transform(column) or transform(N, column)"
-            )
-        name, width, column = m.group(1).lower(), m.group(2), m.group(3)
-        if name in ("bucket", "truncate"):
-            if width is None or int(width) <= 0:
-                raise ValueError(f"iceberg.partition.spec: {part.strip()!r} needs a positive width, {name}(N, column)")
-            transform = BucketTransform(int(width)) if name == "bucket" else TruncateTransform(int(width))
-        elif name in plain and width is None:
-            transform = plain[name]()
-        else:
-            raise ValueError(
-                f"iceberg.partition.spec: {part.strip()!r}: the transforms are identity, year, month, day, hour, "
-                f"bucket(N, column), truncate(W, column) and void"
-            )
+    for name, width, column in parsed:
+        part = f"{name}({width}, {column})" if width is not None else f"{name}({column})"
+        transform = make[name](width) if width is not None else make[name]()
         try:
             source = schema.find_field(column)
         except ValueError:
             raise ValueError(
-                f"iceberg.partition.spec: {part.strip()!r}: the table has no column {column!r} "
+                f"iceberg.partition.spec: {part!r}: the table has no column {column!r} "
                 f"(columns: {[f.name for f in schema.fields]})"
             ) from None
         if not transform.can_transform(source.field_type):
-            raise ValueError(f"iceberg.partition.spec: {part.strip()!r}: {name} does not apply to {source.field_type}")
+            raise ValueError(f"iceberg.partition.spec: {part!r}: {name} does not apply to {source.field_type}")
         label = column.replace(".", "_")
         field_name = label if name == "identity" else f"{label}_{suffix[name]}"
         fields.append(PartitionField(source.field_id, 1000 + len(fields), transform, field_name))

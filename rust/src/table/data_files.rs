@@ -695,8 +695,7 @@ pub fn day_of(us: i64) -> i32 {
 
 /// `YYYY-MM-DD` of a day number (proleptic Gregorian; Iceberg's human form of `day`).
 pub fn day_string(day: i32) -> String {
-    let (y, m, d) = crate::calendar::civil(i64::from(day));
-    format!("{y:04}-{m:02}-{d:02}")
+    crate::calendar::ymd(i64::from(day))
 }
 
 /// Where `location` (a table's data location) is written.

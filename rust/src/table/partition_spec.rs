@@ -22,7 +22,7 @@ use arrow_array::types::{Date32Type, Int32Type, Int64Type, TimestampMicrosecondT
 use arrow_array::{Array, ArrayRef, RecordBatch, StructArray};
 use arrow_schema::{DataType, TimeUnit};
 
-use crate::calendar::civil;
+use crate::calendar::{civil, ymd};
 
 /// One field's transform.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -311,10 +311,6 @@ pub fn murmur3_x86_32(data: &[u8], seed: u32) -> u32 {
 
 /// A partition value in Iceberg's human form, as paths show it.
 fn human(transform: Transform, value: &PartitionValue) -> String {
-    let ymd = |day: i64| {
-        let (year, month, dom) = civil(day);
-        format!("{year:04}-{month:02}-{dom:02}")
-    };
     match (transform, value) {
         (_, PartitionValue::Null) => "null".into(),
         (Transform::Year, PartitionValue::Int(years)) => format!("{:04}", 1970 + years),
