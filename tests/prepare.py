@@ -5,6 +5,7 @@ a cold machine passes as a warm one does:
     Apache Kafka's broker and tools jars     benches/peers/kafka.py install() (Maven Central)
     the tools' class-data archive            benches/peers/kafka.py make_tools_archive() (one
                                              kafka-topics run against a logbroker broker)
+    Kafka Streams and Connect's jars         benches/peers/kafka.py install_frameworks()
     Spark's Kafka connector jars             spark/jars.py (Maven Central)
     Iceberg's REST catalog server            tests/iceberg_rest_catalog.py classpath() (Maven Central)
     librdkafka 2.8.0 and its test runner     tests/compat/librdkafka.py (Debian build packages, a build)
@@ -43,6 +44,13 @@ def _kafka() -> str:
         with Broker() as b:
             make_tools_archive(inst, b.bootstrap_servers)
     return f"Apache Kafka {inst.version} (and the tools' class-data archive)"
+
+
+def _frameworks() -> str:
+    from benches.peers.kafka import install, install_frameworks
+
+    dirs = install_frameworks(install())
+    return ", ".join(f"{name} {len(list(d.glob('*.jar')))} jars" for name, d in dirs.items())
 
 
 def _spark_jars() -> str:
@@ -93,6 +101,7 @@ def _go_program(name: str):
 
 STEPS = [
     ("Apache Kafka (broker and tools jars)", _kafka),
+    ("Kafka Streams and Kafka Connect (jars)", _frameworks),
     ("Spark's Kafka connector jars", _spark_jars),
     ("Iceberg's REST catalog server", _iceberg_rest),
     ("librdkafka and its test runner", _compat("librdkafka")),

@@ -38,6 +38,9 @@ from benches.peers.common import Peer, one_at_a_time, run_cli
 HERE = Path(__file__).resolve().parent
 POMS = {"broker": HERE / "maven" / "broker" / "pom.xml", "tools": HERE / "maven" / "tools" / "pom.xml"}
 TIER_POM = HERE / "maven" / "tiered" / "pom.xml"
+# Kafka's frameworks (install_frameworks): Streams at the peer's version, Connect at the one
+# maven/connect/pom.xml names (its file connectors).
+FRAMEWORK_POMS = {"streams": HERE / "maven" / "streams" / "pom.xml", "connect": HERE / "maven" / "connect" / "pom.xml"}
 # Kafka's test tier, a RemoteStorageManager over a local directory (storage/src/test in Kafka's
 # tree). 4.4 publishes it in kafka-storage's test fixtures jar, 4.3 and earlier in its test jar.
 LOCAL_TIERED_STORAGE = "org.apache.kafka.server.log.remote.storage.LocalTieredStorage"
@@ -115,6 +118,14 @@ class KafkaInstall:
     def tier_cp(self) -> str:
         """LocalTieredStorage's jar (`install_tier`)."""
         return str(self.home / "tier" / "*")
+
+    def framework_java(self, framework: str, main: str, args: list[str], heap: str = "-Xmx512m") -> list[str]:
+        """The command running `main` (a class, or a single-file Java program) on the classpath
+        of `framework` ("streams" or "connect", `install_frameworks`): C1 alone and the serial
+        collector, as a test's client runs."""
+        jvm = ["java", heap, "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC"]
+        cp = str(self.home / framework / "*")
+        return [*jvm, f"-Dlog4j2.configurationFile={self.tools_log4j}", "-cp", cp, main, *args]
 
     @property
     def broker_log4j(self) -> Path:
@@ -267,6 +278,37 @@ def install_tier(inst: KafkaInstall, verbose: bool = False) -> Path:
             return out
         reasons.append(next((ln for ln in (r.stdout + r.stderr).splitlines() if "ERROR" in ln), "mvn failed"))
     raise RuntimeError(f"no kafka-storage test jar for Kafka {inst.version} on Maven Central: {reasons}")
+
+
+@one_at_a_time(lambda: CACHE / ".install.lock")
+def install_frameworks(inst: KafkaInstall, verbose: bool = False) -> dict[str, Path]:
+    """Install (once) Kafka Streams (at `inst`'s version) and Kafka Connect (the distributed
+    worker, the file connectors, the JSON converter; maven/connect/pom.xml says which version
+    and why) into <home>/streams/ and <home>/connect/; returns those directories."""
+    out = {}
+    for name, pom in FRAMEWORK_POMS.items():
+        d = inst.home / name
+        out[name] = d
+        if (d / ".complete").exists():
+            continue
+        r = _mvn(
+            [
+                "-U",
+                "-f",
+                str(pom),
+                f"-Dkafka.version={inst.version}",
+                "dependency:copy-dependencies",
+                "-DincludeScope=runtime",
+                f"-DoutputDirectory={d}",
+            ],
+            verbose,
+        )
+        if r.returncode != 0:
+            reason = next((ln for ln in (r.stdout + r.stderr).splitlines() if "ERROR" in ln), "mvn failed")
+            reason = re.sub(r"\x1b\[[0-9;]*m", "", reason).replace("[ERROR] ", "")[:300]
+            raise RuntimeError(f"Kafka's {name} ({pom}) does not resolve from Maven Central: {reason}")
+        (d / ".complete").write_text(inst.version)
+    return out
 
 
 @one_at_a_time(lambda: CACHE / ".install.lock")
