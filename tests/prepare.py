@@ -46,13 +46,6 @@ def _kafka() -> str:
     return f"Apache Kafka {inst.version} (and the tools' class-data archive)"
 
 
-def _frameworks() -> str:
-    from benches.peers.kafka import install, install_frameworks
-
-    dirs = install_frameworks(install())
-    return ", ".join(f"{name} {len(list(d.glob('*.jar')))} jars" for name, d in dirs.items())
-
-
 def _spark_jars() -> str:
     from jars import connector_jars
 
@@ -101,7 +94,7 @@ def _go_program(name: str):
 
 STEPS = [
     ("Apache Kafka (broker and tools jars)", _kafka),
-    ("Kafka Streams and Kafka Connect (jars)", _frameworks),
+    ("Kafka Streams and Kafka Connect (jars)", _compat("frameworks")),
     ("Spark's Kafka connector jars", _spark_jars),
     ("Iceberg's REST catalog server", _iceberg_rest),
     ("librdkafka and its test runner", _compat("librdkafka")),

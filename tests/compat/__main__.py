@@ -23,6 +23,7 @@ SUITES = {
     "librdkafka": "tests.compat.librdkafka",
     "franz-go": "tests.compat.franz_go",
     "kafka-tools": "tests.compat.kafka_tools",
+    "frameworks": "tests.compat.frameworks",
 }
 
 
