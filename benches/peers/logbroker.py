@@ -42,10 +42,16 @@ class LogbrokerPeer(Peer):
             "message.max.bytes": "1048588",
             "auto.create.topics.enable": "true",
         }
-        # group keys, as on the Kafka peer (only where this logbroker has a group coordinator)
+        # the internal topics' replication and the group keys, as on the Kafka peer (only the
+        # keys this logbroker knows)
+        rf, min_isr = str(self.replication_factor), str(self.min_insync_replicas)
         for k, v in (
             ("group.initial.rebalance.delay.ms", "0"),
-            ("offsets.topic.replication.factor", str(self.replication_factor)),
+            ("offsets.topic.replication.factor", rf),
+            ("share.coordinator.state.topic.replication.factor", rf),
+            ("share.coordinator.state.topic.min.isr", min_isr),
+            ("transaction.state.log.replication.factor", rf),
+            ("transaction.state.log.min.isr", min_isr),
         ):
             if k in _known_keys():
                 sets[k] = v

@@ -229,11 +229,13 @@ def streams_word_count(target, inst, work: Path, protocol: str) -> None:
         victim = leader_node(target, "lines", 0)
         app.kill()
         kill(victim)
-        produce_lines(bs, lines[3000:4500])
-        app.start()
-        wait(running, 180, lambda: f"the restarted application did not reach RUNNING:\n{app.text()[-4000:]}", app)
-        produce_lines(bs, lines[4500:])
-        victim.start()
+        try:
+            produce_lines(bs, lines[3000:4500])
+            app.start()
+            wait(running, 180, lambda: f"the restarted application did not reach RUNNING:\n{app.text()[-4000:]}", app)
+            produce_lines(bs, lines[4500:])
+        finally:
+            victim.start()
         deadline = time.monotonic() + 180
         while reader.latest() != expected and time.monotonic() < deadline:
             reader.poll_for(1.0)
@@ -358,10 +360,12 @@ def connect_file_round_trip(target, inst, work: Path) -> None:
         worker.stop()
         victim = leader_node(target, "file-lines", 0)
         kill(victim)
-        with source.open("a") as f:
-            f.write("".join(s + "\n" for s in second))
-        worker.start_serving()
-        victim.start()
+        try:
+            with source.open("a") as f:
+                f.write("".join(s + "\n" for s in second))
+            worker.start_serving()
+        finally:
+            victim.start()
         total = len(first) + len(second)
         wait(copied(total), 180, short_of(total), worker)
         time.sleep(2)  # a line copied twice would show up after the last one
