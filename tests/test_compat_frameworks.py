@@ -18,4 +18,4 @@ pytestmark = needs_java
 def test_frameworks_short_form_passes_on_logbroker():
     from tests.compat.frameworks import CASES
 
-    run_short("frameworks", set(CASES), timeout=900)
+    run_short("frameworks", set(CASES), timeout=900, label="logbroker-3nodes")
