@@ -56,6 +56,7 @@ def test_levels_are_finalized_in_the_log_and_updated_by_update_features(tmp_path
             "transaction.version": 2,
             "group.version": 1,
             "share.version": 1,
+            "eligible.leader.replicas.version": 1,
         }
         assert epoch > 0 and 68 in apis and 57 in apis  # ConsumerGroupHeartbeat, UpdateFeatures
 
@@ -125,6 +126,7 @@ def test_kafka_features_tool(tmp_path):
         assert "SupportedMinVersion: 3.3-IV3 SupportedMaxVersion: 4.1-IV1" in lines["metadata.version"], out
         assert "FinalizedVersionLevel: 4.1-IV1" in lines["metadata.version"], out
         assert "FinalizedVersionLevel: 1" in lines["group.version"], out
+        assert "FinalizedVersionLevel: 1" in lines["eligible.leader.replicas.version"], out
         assert sorted(lines) == sorted(SUPPORTED), out
         kafka_features(bs, "downgrade", "--feature", "transaction.version=1")
         assert features(bs)[1]["transaction.version"] == 1

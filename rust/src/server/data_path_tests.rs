@@ -599,8 +599,28 @@ fn a_parked_acks_all_produce_settles_on_leadership_and_isr_changes() {
     else {
         panic!("parked for follower 2")
     };
-    // The ISR shrinks to the leader alone: the HW reaches the record, but the ISR is below
-    // min.insync.replicas: written, not as durable as asked.
+    // The ISR shrinks to the leader alone, below min.insync.replicas=2: the HW stays (the
+    // strict min ISR rule), so the produce waits (Kafka's: until its timeout or the ISR is
+    // back) ...
+    p.update(LeaderState { leader: 1, leader_epoch: 0, isr: vec![1], min_insync_replicas: 2 });
+    assert!(!p.maybe_increment_hw());
+    assert_eq!(p.log.high_watermark(), 0);
+    assert!(pending.try_complete(false).unwrap().is_none());
+    // ... and a min.insync.replicas lowered to 1 lets the HW reach the record.
+    p.update(LeaderState { leader: 1, leader_epoch: 0, isr: vec![1], min_insync_replicas: 1 });
+    assert_eq!(p.log.high_watermark(), 1);
+    let resp: ProduceResponse = decode(pending.try_complete(false).unwrap().expect("settled"), 9, true);
+    assert_eq!(resp.responses[0].partition_responses[0].error_code, code::NONE);
+    // Parked with the ISR at min ISR; a follower that had the record leaves the ISR after
+    // the HW reached it: written, not as durable as asked.
+    p.update(LeaderState { leader: 1, leader_epoch: 0, isr: vec![1, 2], min_insync_replicas: 2 });
+    let produce::Outcome::Wait(mut pending) =
+        produce::handle(&table, &mut body(&produce_req(-1, 0, &[b"a2"]), 9), 9, 19, &ANON, 0, &mut logs, None, 0)
+            .unwrap()
+    else {
+        panic!("parked for follower 2")
+    };
+    p.log.update_high_watermark(p.log.log_end_offset());
     p.update(LeaderState { leader: 1, leader_epoch: 0, isr: vec![1], min_insync_replicas: 2 });
     let resp: ProduceResponse = decode(pending.try_complete(false).unwrap().expect("settled"), 9, true);
     let pr = &resp.responses[0].partition_responses[0];

@@ -15,7 +15,8 @@
 //!   clock, until the LEO moves (`offsets_changed`), the follower fetches the partition again
 //!   or its session drops it.
 //! - high watermark: stored in the `Log`; `maybe_increment_hw` sets it to the minimum LEO over
-//!   the ISR (the leader's own LEO counts for itself), never lower than before.
+//!   the ISR (the leader's own LEO counts for itself), never lower than before, and not at all
+//!   while the ISR is below `min_insync_replicas` (Kafka's strict min ISR rule).
 //!
 //! # Invariants
 //! log start offset <= HW <= LEO; consumers never read at or above the HW.
@@ -420,12 +421,23 @@ impl Partition {
     }
 
     /// HW = min LEO over the ISR (see the module doc); true if it moved (waiters are woken).
+    /// Kafka's strict min ISR rule (4.0+, KIP-966): while the ISR is smaller than the
+    /// effective `min.insync.replicas` the HW stays where it is, so every record below it is
+    /// on at least that many replicas, and a replica that leaves the ISR then holds all of
+    /// them (the controller may elect it from the eligible leader replicas).
     pub fn maybe_increment_hw(&self) -> bool {
         let st = self.state.read().unwrap_or_else(PoisonError::into_inner);
         if st.leader != self.node_id {
             return false;
         }
         let leo = self.log.log_end_offset();
+        if i32::try_from(st.isr.len()).unwrap_or(i32::MAX) < st.min_insync_replicas {
+            drop(st);
+            if leo > self.leo_announced.fetch_max(leo, Ordering::AcqRel) {
+                self.wake_leo_waiters();
+            }
+            return false;
+        }
         let mut hw = leo;
         {
             let followers = lock(&self.followers);

@@ -17,10 +17,10 @@ As Kafka's DescribeTopicPartitionsRequestHandler and KRaftMetadataCache:
   NextCursor names that topic at partition 0. No NextCursor: nothing is left.
 - a cursor whose topic is not among the topics named, or whose partition is negative, is
   INVALID_REQUEST for every topic named (Kafka's error response for the request).
-- the eligible leader replicas and last known ELR are empty lists: logbroker does not
-  keep ELR (Kafka's answer while eligible.leader.replicas.version is 0). A replica is
-  offline when its broker is not registered or is fenced; the leader is -1 when its broker
-  is not registered.
+- the eligible leader replicas and the last known ELR as the metadata image holds them
+  (coord/metadata/eligible_leaders.py; empty while eligible.leader.replicas.version is 0).
+  A replica is offline when its broker is not registered or is fenced; the leader is -1
+  when its broker is not registered.
 - TopicAuthorizedOperations for every topic answered but the unauthorized ones.
 """
 
@@ -79,8 +79,8 @@ def _partitions(image, topic, start: int, limit: int) -> tuple[list, int]:
                 leader_epoch=p.leader_epoch,
                 replica_nodes=list(p.replicas),
                 isr_nodes=list(p.isr),
-                eligible_leader_replicas=[],
-                last_known_elr=[],
+                eligible_leader_replicas=list(p.elr),
+                last_known_elr=list(p.last_known_elr),
                 offline_replicas=offline,
             )
         )

@@ -13,6 +13,7 @@ Pure (see control.py).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Container, Mapping
 
 from logbroker.common import client_metrics
@@ -27,8 +28,8 @@ from logbroker.common.config import (
     validate_group_config,
     validate_topic_config,
 )
-from logbroker.coord.metadata.control import ControllerError, ControllerResult
-from logbroker.coord.metadata.metadata import MetadataImage
+from logbroker.coord.metadata.control import ControllerError, ControllerResult, partition_change_record
+from logbroker.coord.metadata.metadata import MetadataImage, TopicState
 from logbroker.coord.metadata.metadata_records import encode_record
 from logbroker.protocol import ErrorCode
 
@@ -198,6 +199,21 @@ def _config_records(resource: str, name: str, was: dict[str, str], now: dict[str
     ]
 
 
+MIN_ISR = "min.insync.replicas"
+
+
+def _elrs_cleared(topics: list[TopicState]) -> list[bytes]:
+    """PartitionChanges emptying the ELR and last known ELR of `topics`' partitions: a new
+    min.insync.replicas no longer vouches for them (coord/metadata/eligible_leaders.py)."""
+    out = []
+    for t in topics:
+        for ps in t.partitions.values():
+            if ps.elr or ps.last_known_elr:
+                new = dataclasses.replace(ps, elr=[], last_known_elr=[], partition_epoch=ps.partition_epoch + 1)
+                out.append(partition_change_record(t.topic_id, new))
+    return out
+
+
 class ConfigurationControlManager:
     def __init__(self, config: BrokerConfig | None = None) -> None:
         self.config = config if config is not None else BrokerConfig()  # this node's: the broker defaults
@@ -212,8 +228,9 @@ class ConfigurationControlManager:
             raise ControllerError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
         configs = altered(f"topic {name!r}", topic.configs, changes, replace, TOPIC_KEYS, validate_topic_config)
         check_topic_configs(self.config, image, name, configs, topic.configs)
+        cleared = _elrs_cleared([topic]) if configs.get(MIN_ISR) != topic.configs.get(MIN_ISR) else []
         return ControllerResult(
-            _config_records("topic", name, topic.configs, configs),
+            _config_records("topic", name, topic.configs, configs) + cleared,
             configs,
             [(f"topic {name}: configs now {configs}", {"topic": name})],
         )
@@ -241,8 +258,11 @@ class ConfigurationControlManager:
             not_list=broker_not_list,
         )
         check_broker_defaults(self.config, image, name, configs, what)
+        cleared = []
+        if not name and configs.get(MIN_ISR) != was.get(MIN_ISR):
+            cleared = _elrs_cleared([t for t in image.topics.values() if MIN_ISR not in t.configs])
         return ControllerResult(
-            _config_records("broker", name, was, configs), configs, [(f"{what}: now {configs}", {})]
+            _config_records("broker", name, was, configs) + cleared, configs, [(f"{what}: now {configs}", {})]
         )
 
     def alter_group_configs(

@@ -68,4 +68,6 @@ def partition_change_record(topic_id: uuid.UUID, ps: PartitionState) -> bytes:
         partition_epoch=ps.partition_epoch,
         adding_replicas=ps.adding_replicas,
         removing_replicas=ps.removing_replicas,
+        elr=[r for r in ps.elr if r in ps.replicas and r not in ps.isr],
+        last_known_elr=ps.last_known_elr,
     )

@@ -7,7 +7,10 @@ Rules (Kafka's, as its KRaft controller applies them):
   ISR, the first live ISR member in replica order takes over (`elect_for_brokers`).
 - A fenced broker leaves every ISR that has other members; the last member stays, so it
   can lead again when it returns without losing acknowledged records.
-- With no live ISR member the partition is offline (leader -1), unless
+- With eligible leader replicas on (eligible_leaders.py) a fenced broker leaves every ISR,
+  and a partition whose ISR is empty elects a live ELR member, else its live last known
+  leader.
+- With no live ISR member (nor ELR member) the partition is offline (leader -1), unless
   `unclean.leader.election.enable` is true for its topic: then the first live replica leads
   with an ISR of itself. Records that only the old ISR had are lost; the election is logged
   as unclean with the old ISR and the new leader's log is what the partition keeps.
@@ -23,6 +26,7 @@ import dataclasses
 import logging
 from collections.abc import Callable, Iterable
 
+from logbroker.coord.metadata import eligible_leaders
 from logbroker.coord.metadata.metadata import MetadataImage, PartitionState, TopicState
 from logbroker.coord.metadata.metadata_records import NO_LEADER
 from logbroker.log_format import fields
@@ -63,35 +67,49 @@ def elect_for_brokers(
     unclean_allowed: Callable[[TopicState], bool],
     returning: frozenset[int] = frozenset(),
     among: Iterable[tuple[TopicState, PartitionState]] | None = None,
+    min_isr: Callable[[TopicState, PartitionState], int] | None = None,
 ) -> list[tuple[TopicState, PartitionState, Election | None]]:
     """Move leaderships off `gone` (brokers being fenced) and onto live ISR members where a
     partition has no live leader, or (where the topic allows it) onto any live replica; a
     fenced broker leaves every ISR it is not the last member of. `returning` brokers count
     as live (being unfenced). Only the partitions `among` (default: every one) are read.
-    Returns (topic, new state, the leader change or None) for every partition that changes;
-    the image is not changed."""
+    `min_isr` (the effective min ISR of a partition) turns on eligible leader replicas
+    (eligible_leaders.py): a fenced broker then leaves every ISR, and a partition with an
+    empty ISR elects from its ELR or its last known leader. Returns (topic, new state, the
+    leader change or None) for every partition that changes; the image is not changed."""
     live = (live_brokers(image) | returning) - gone
     out = []
     if among is None:
         among = ((t, ps) for t in image.topics.values() for ps in t.partitions.values())
     for t, ps in among:
-        isr = [r for r in ps.isr if r not in gone] or list(ps.isr)
+        with_elr = min_isr is not None
+        if with_elr:
+            isr = [r for r in ps.isr if r not in gone]
+            elr = eligible_leaders.target_elr(ps, isr, min_isr(t, ps), frozenset())
+        else:
+            isr = [r for r in ps.isr if r not in gone] or list(ps.isr)
+            elr = []
         leader = ps.leader
         unclean = False
         if leader == NO_LEADER or leader not in live or leader not in isr:
             leader = next((r for r in ps.replicas if r in isr and r in live), NO_LEADER)
+            if leader == NO_LEADER and with_elr:
+                leader, isr, elr, _last = eligible_leaders.elect(ps, isr, elr, live)
             if leader == NO_LEADER and unclean_allowed(t):
                 leader = next((r for r in ps.replicas if r in live), NO_LEADER)
                 if leader != NO_LEADER:
                     unclean = True
-                    isr = [leader]
-        if (leader, isr) == (ps.leader, ps.isr):
+                    isr, elr = [leader], []
+        lke = eligible_leaders.last_known_elr(ps, leader, isr) if with_elr and not unclean else []
+        if (leader, isr, elr, lke) == (ps.leader, ps.isr, ps.elr, ps.last_known_elr):
             continue
         election = (
             Election(t.name, ps.partition, ps.leader, leader, unclean, tuple(ps.isr)) if leader != ps.leader else None
         )
-        new = dataclasses.replace(ps)
+        new = dataclasses.replace(ps, elr=elr, last_known_elr=lke)
         change(new, leader, isr)
+        if (new.elr, new.last_known_elr) != (ps.elr, ps.last_known_elr) and new.partition_epoch == ps.partition_epoch:
+            new.partition_epoch += 1
         out.append((t, new, election))
     return out
 
@@ -123,9 +141,16 @@ def elect_unclean(image: MetadataImage, t: TopicState, ps: PartitionState) -> tu
     if clean != NO_LEADER:
         change(ps, clean, ps.isr)
         return ErrorCode.NONE, "", False
+    if not ps.isr:  # an eligible leader replica is a clean choice (eligible_leaders.py)
+        leader, isr, elr, _last = eligible_leaders.elect(ps, [], ps.elr, live)
+        if leader != NO_LEADER:
+            ps.elr, ps.last_known_elr = elr, []
+            change(ps, leader, isr)
+            return ErrorCode.NONE, "", False
     leader = next((r for r in ps.replicas if r in live), NO_LEADER)
     if leader == NO_LEADER:
         return (ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE, f"no replica of {name} ({ps.replicas}) is alive", False)
+    ps.elr, ps.last_known_elr = [], []
     change(ps, leader, [leader])
     return ErrorCode.NONE, "", True
 

@@ -12,12 +12,14 @@ group.version 1, kraft.version 1, eligible.leader.replicas.version 1, share.vers
     transaction.version              0 .. 2    2: transactions v2 (KIP-890) offered to clients
     group.version                    0 .. 1    1: the consumer group protocol (KIP-848) is served
     share.version                    0 .. 1    1: share groups (KIP-932) are served
-    eligible.leader.replicas.version 0 .. 0    ELR (KIP-966) is not implemented
+    eligible.leader.replicas.version 0 .. 1    1: eligible leader replicas (KIP-966, eligible_leaders.py)
 
 A new metadata log gets its levels from the active controller (`bootstrap`):
 metadata.version 27, transaction.version from the `transaction.version` key, group.version
-1, share.version 1 when `group.share.enable` (else 0), kraft.version 0; a log written before
-features existed gets them the same way. Level 0 is written as no record (a feature at 0 is
+1, share.version 1 when `group.share.enable` (else 0), eligible.leader.replicas.version 1
+(Kafka 4.1's default for new clusters), kraft.version 0; a log written before features
+existed gets them the same way. A log that finalized eligible.leader.replicas.version 0
+keeps it until `kafka-features upgrade` raises it. Level 0 is written as no record (a feature at 0 is
 not finalized, as Kafka lists it).
 
 UpdateFeatures rules (Kafka's): an unknown feature, or a level outside what this software
@@ -48,7 +50,7 @@ SUPPORTED: dict[str, tuple[int, int]] = {
     "transaction.version": (0, 2),
     "group.version": (0, 1),
     "share.version": (0, 1),
-    "eligible.leader.replicas.version": (0, 0),
+    "eligible.leader.replicas.version": (0, 1),
 }
 
 UPGRADE, SAFE_DOWNGRADE, UNSAFE_DOWNGRADE = 1, 2, 3  # UpdateFeatures' UpgradeType
@@ -65,7 +67,7 @@ def bootstrap_levels(config: BrokerConfig) -> dict[str, int]:
         "transaction.version": config.get_int("transaction.version"),
         "group.version": 1,
         "share.version": 1 if config.get_bool("group.share.enable") else 0,
-        "eligible.leader.replicas.version": 0,
+        "eligible.leader.replicas.version": 1,
     }
 
 

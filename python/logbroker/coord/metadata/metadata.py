@@ -79,6 +79,11 @@ class PartitionState:
     # leave when every adding replica has joined the ISR. Both empty otherwise.
     adding_replicas: list[int] = dataclasses.field(default_factory=list)
     removing_replicas: list[int] = dataclasses.field(default_factory=list)
+    # Eligible leader replicas (KIP-966, eligible_leaders.py): replicas out of the ISR that
+    # hold every record below the HW, electable when the ISR is empty; and the last known
+    # leader, kept while the partition has none.
+    elr: list[int] = dataclasses.field(default_factory=list)
+    last_known_elr: list[int] = dataclasses.field(default_factory=list)
 
     @property
     def target_replicas(self) -> list[int]:

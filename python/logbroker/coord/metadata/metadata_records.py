@@ -11,18 +11,19 @@ metadata-log entry is a JSON array of the records written together (`encode_batc
 all or nothing. JSON keeps the log readable with standard tools; records are small and rare
 (metadata, not data), so compactness does not matter here.
 
-    RegisterBroker   node_id, epoch, host, port, rack[,       a broker (re)joins; starts fenced
-                     endpoints {listener: [host, port]}]
+    RegisterBroker   node_id, epoch, host, port, rack[,       a broker (re)joins; starts fenced;
+                     endpoints {listener: [host, port]}]    a new process of a registered broker
+                                                            leaves every ELR (eligible_leaders.py)
     FenceBroker      node_id, epoch, fenced                 fence (missed heartbeats, shutdown)
                                                             or unfence (caught up)
     UnregisterBroker node_id, epoch
     Topic            name, topic_id (hex)
     Partition        topic_id, partition, replicas, isr, leader, leader_epoch[, partition_epoch,
-                     adding_replicas, removing_replicas]
+                     adding_replicas, removing_replicas, elr, last_known_elr]
     PartitionChange  topic_id, partition, and any of leader, isr, replicas, adding_replicas,
-                     removing_replicas; a new leader bumps the leader epoch and every change the
-                     partition epoch, unless the record carries leader_epoch / partition_epoch
-                     (never lower than the current ones)
+                     removing_replicas, elr, last_known_elr; a new leader bumps the leader epoch
+                     and every change the partition epoch, unless the record carries
+                     leader_epoch / partition_epoch (never lower than the current ones)
     Config           resource ("topic"|"group"|"broker"|"client-metrics"), name, key, value (None removes
                      it; a group, broker or client-metrics subscription with no keys left goes; a broker's
                      name is "" for the cluster default or its id)
@@ -210,6 +211,20 @@ def _register_broker(delta: MetadataDelta, rec: dict) -> None:
     delta.brokers()[rec["node_id"]] = BrokerRegistration(
         rec["node_id"], rec["host"], rec["port"], rec.get("rack"), epoch=rec["epoch"], fenced=True, endpoints=endpoints
     )
+    if old is not None:
+        _leave_elrs(delta, rec["node_id"])
+
+
+def _leave_elrs(delta: MetadataDelta, node: int) -> None:
+    """A new process of `node` registered: it may have lost records it had not flushed, so
+    it leaves every ELR (Kafka's handling of a new broker incarnation, KIP-966)."""
+    for t in list(delta.image.topics.values()):
+        for ps in t.partitions.values():
+            if node in ps.elr:
+                new = dataclasses.replace(
+                    ps, elr=[r for r in ps.elr if r != node], partition_epoch=ps.partition_epoch + 1
+                )
+                delta.set_partition(t.name, new)
 
 
 def _fence_broker(delta: MetadataDelta, rec: dict) -> None:
@@ -238,16 +253,28 @@ def _partition(delta: MetadataDelta, rec: dict) -> None:
         raise MetadataRecordError(f"Partition record for {t.name}-{p}, which exists")
     replicas, isr, leader = list(rec["replicas"]), list(rec["isr"]), rec["leader"]
     adding, removing = list(rec.get("adding_replicas", [])), list(rec.get("removing_replicas", []))
-    _check_partition(t.name, p, replicas, isr, leader, adding, removing)
+    elr, lke = list(rec.get("elr", [])), list(rec.get("last_known_elr", []))
+    _check_partition(t.name, p, replicas, isr, leader, adding, removing, elr)
     delta.set_partition(
         t.name,
-        PartitionState(p, leader, rec["leader_epoch"], replicas, isr, rec.get("partition_epoch", 0), adding, removing),
+        PartitionState(
+            p, leader, rec["leader_epoch"], replicas, isr, rec.get("partition_epoch", 0), adding, removing, elr, lke
+        ),
     )
 
 
 def _check_partition(
-    topic: str, p: int, replicas: list[int], isr: list[int], leader: int, adding: list[int], removing: list[int]
+    topic: str,
+    p: int,
+    replicas: list[int],
+    isr: list[int],
+    leader: int,
+    adding: list[int],
+    removing: list[int],
+    elr: list[int] = (),
 ) -> None:
+    if not set(elr) <= set(replicas) or set(elr) & set(isr):
+        raise MetadataRecordError(f"{topic}-{p}: ELR {elr} must be replicas of {replicas} outside the ISR {isr}")
     if not replicas or len(set(replicas)) != len(replicas):
         raise MetadataRecordError(f"{topic}-{p}: replicas {replicas} must be distinct and not empty")
     if not set(isr) <= set(replicas):
@@ -277,7 +304,9 @@ def _partition_change(delta: MetadataDelta, rec: dict) -> None:
     leader = rec.get("leader", ps.leader)
     adding = list(rec.get("adding_replicas", ps.adding_replicas))
     removing = list(rec.get("removing_replicas", ps.removing_replicas))
-    _check_partition(t.name, p, replicas, isr, leader, adding, removing)
+    elr = list(rec.get("elr", ps.elr))
+    lke = list(rec.get("last_known_elr", ps.last_known_elr))
+    _check_partition(t.name, p, replicas, isr, leader, adding, removing, elr)
     leader_epoch = rec.get("leader_epoch", ps.leader_epoch + (leader != ps.leader))
     partition_epoch = rec.get("partition_epoch", ps.partition_epoch + 1)
     if leader_epoch < ps.leader_epoch or partition_epoch < ps.partition_epoch:
@@ -286,7 +315,7 @@ def _partition_change(delta: MetadataDelta, rec: dict) -> None:
             f"partition epoch {ps.partition_epoch} -> {partition_epoch}"
         )
     delta.set_partition(
-        t.name, PartitionState(p, leader, leader_epoch, replicas, isr, partition_epoch, adding, removing)
+        t.name, PartitionState(p, leader, leader_epoch, replicas, isr, partition_epoch, adding, removing, elr, lke)
     )
 
 
@@ -805,6 +834,8 @@ def diff_records(old: MetadataImage, new: MetadataImage) -> list[bytes]:
                         partition_epoch=ps.partition_epoch,
                         adding_replicas=ps.adding_replicas,
                         removing_replicas=ps.removing_replicas,
+                        elr=ps.elr,
+                        last_known_elr=ps.last_known_elr,
                     )
                 )
         if set(old_parts) - set(t.partitions):
@@ -913,7 +944,10 @@ def partition_record(topic_id: uuid.UUID, ps: PartitionState) -> bytes:
 
 
 def _moving(ps: PartitionState) -> dict[str, list[int]]:
-    """A new partition's reassignment fields, only when it has one (records stay short)."""
-    if not ps.adding_replicas and not ps.removing_replicas:
-        return {}
-    return {"adding_replicas": ps.adding_replicas, "removing_replicas": ps.removing_replicas}
+    """A new partition's reassignment and ELR fields, only when it has them (records stay short)."""
+    out = {}
+    if ps.adding_replicas or ps.removing_replicas:
+        out.update(adding_replicas=ps.adding_replicas, removing_replicas=ps.removing_replicas)
+    if ps.elr or ps.last_known_elr:
+        out.update(elr=ps.elr, last_known_elr=ps.last_known_elr)
+    return out

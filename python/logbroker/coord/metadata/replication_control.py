@@ -15,10 +15,11 @@ from __future__ import annotations
 import dataclasses
 import random
 import uuid
+from collections.abc import Callable
 
 from logbroker.common.config import BrokerConfig, ConfigError, validate_topic_config
 from logbroker.common.directory_id import random_uuid
-from logbroker.coord.metadata import elections, reassignment
+from logbroker.coord.metadata import elections, eligible_leaders, reassignment
 from logbroker.coord.metadata.config_control import check_topic_configs
 from logbroker.coord.metadata.control import ControllerError, ControllerResult, IsrChange, partition_change_record
 from logbroker.coord.metadata.metadata import MetadataImage, PartitionState, TopicState, topic_name_error
@@ -386,6 +387,11 @@ class ReplicationControlManager:
         if sorted(new_isr) == sorted(ps.isr):
             return ControllerResult([], (ErrorCode.NONE, "", ps))
         after = dataclasses.replace(ps, isr=list(new_isr), partition_epoch=ps.partition_epoch + 1)
+        min_isr = self.min_isr_of(image)
+        if min_isr is not None:
+            after.elr = eligible_leaders.target_elr(ps, after.isr, min_isr(topic, ps), frozenset())
+        elif ps.elr or ps.last_known_elr:
+            after.elr, after.last_known_elr = [], []
         completed = reassignment.maybe_complete(image, after)
         changed[(topic_id, partition)] = after
         lines = [
@@ -413,12 +419,23 @@ class ReplicationControlManager:
             return self.config.get_bool("unclean.leader.election.enable")
         return value == "true"
 
+    def min_isr_of(self, image: MetadataImage) -> Callable[[TopicState, PartitionState], int] | None:
+        """The effective min ISR of a partition when eligible leader replicas are on (the
+        feature finalized at 1), else None (eligible_leaders.py)."""
+        if not eligible_leaders.enabled(image):
+            return None
+        cluster = image.broker_configs.get("", {}).get(eligible_leaders.MIN_ISR)
+        default = int(cluster) if cluster is not None else self.config.get_int(eligible_leaders.MIN_ISR)
+        return lambda t, ps: eligible_leaders.effective_min_isr(t, ps, default)
+
     def elect_for_brokers(
         self, image: MetadataImage, gone: set[int], returning: frozenset[int] = frozenset()
     ) -> tuple[list[bytes], list[elections.Election]]:
         """The PartitionChange records and leader changes when `gone` brokers are fenced and
         `returning` ones unfenced (elections.elect_for_brokers)."""
-        changes = elections.elect_for_brokers(image, gone, self.unclean_allowed, returning)
+        changes = elections.elect_for_brokers(
+            image, gone, self.unclean_allowed, returning, min_isr=self.min_isr_of(image)
+        )
         return (
             [partition_change_record(t.topic_id, new) for t, new, _e in changes],
             [e for _t, _n, e in changes if e is not None],
@@ -430,7 +447,9 @@ class ReplicationControlManager:
         and the reassignments whose targets are all in the ISR completed. Nothing to do (the
         usual case): no records."""
         among = list(partitions_in(image, scope))
-        elected = elections.elect_for_brokers(image, set(), self.unclean_allowed, among=among)
+        elected = elections.elect_for_brokers(
+            image, set(), self.unclean_allowed, among=among, min_isr=self.min_isr_of(image)
+        )
         changes = {(t.name, new.partition): (t, new) for t, new, _e in elected}
         moved = [e for _t, _n, e in elected if e is not None]
         done = []
