@@ -164,6 +164,27 @@ def _mvn(args: list[str], verbose: bool) -> subprocess.CompletedProcess:
     return subprocess.run(cmd, capture_output=True, text=True)
 
 
+def _copy_dependencies(pom: Path, version: str, out: Path, verbose: bool) -> str | None:
+    """Download what `pom` names at Kafka `version` (its runtime dependencies) into `out`;
+    None, or Maven's first error line."""
+    r = _mvn(
+        [
+            "-U",
+            "-f",
+            str(pom),
+            f"-Dkafka.version={version}",
+            "dependency:copy-dependencies",
+            "-DincludeScope=runtime",
+            f"-DoutputDirectory={out}",
+        ],
+        verbose,
+    )
+    if r.returncode == 0:
+        return None
+    reason = next((ln for ln in (r.stdout + r.stderr).splitlines() if "ERROR" in ln), "mvn failed")
+    return re.sub(r"\x1b\[[0-9;]*m", "", reason).replace("[ERROR] ", "")[:300]
+
+
 def _vkey(v: str) -> tuple:
     return tuple(int(x) for x in v.split("."))
 
@@ -222,21 +243,8 @@ def install(refresh: bool = False, verbose: bool = False) -> KafkaInstall:
         ok = True
         for part, pom in POMS.items():
             out = home / part
-            r = _mvn(
-                [
-                    "-U",
-                    "-f",
-                    str(pom),
-                    f"-Dkafka.version={v}",
-                    "dependency:copy-dependencies",
-                    "-DincludeScope=runtime",
-                    f"-DoutputDirectory={out}",
-                ],
-                verbose,
-            )
-            if r.returncode != 0:
-                reason = next((ln for ln in (r.stdout + r.stderr).splitlines() if "ERROR" in ln), "mvn failed")
-                reason = re.sub(r"\x1b\[[0-9;]*m", "", reason).replace("[ERROR] ", "")[:300]
+            reason = _copy_dependencies(pom, v, out, verbose)
+            if reason is not None:
                 skipped.append({"version": v, "part": part, "reason": reason})
                 if verbose:
                     print(f"kafka {v}: {part} does not resolve: {reason}", file=sys.stderr)
@@ -291,21 +299,8 @@ def install_frameworks(inst: KafkaInstall, verbose: bool = False) -> dict[str, P
         out[name] = d
         if (d / ".complete").exists():
             continue
-        r = _mvn(
-            [
-                "-U",
-                "-f",
-                str(pom),
-                f"-Dkafka.version={inst.version}",
-                "dependency:copy-dependencies",
-                "-DincludeScope=runtime",
-                f"-DoutputDirectory={d}",
-            ],
-            verbose,
-        )
-        if r.returncode != 0:
-            reason = next((ln for ln in (r.stdout + r.stderr).splitlines() if "ERROR" in ln), "mvn failed")
-            reason = re.sub(r"\x1b\[[0-9;]*m", "", reason).replace("[ERROR] ", "")[:300]
+        reason = _copy_dependencies(pom, inst.version, d, verbose)
+        if reason is not None:
             raise RuntimeError(f"Kafka's {name} ({pom}) does not resolve from Maven Central: {reason}")
         (d / ".complete").write_text(inst.version)
     return out

@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import json
 import re
-import socket
 import struct
 
 from tests.compat.brokers import started
@@ -60,13 +59,12 @@ REASONS: dict[str, str] = {
 def api_versions(bootstrap: str, timeout: float = 10.0) -> dict[int, tuple[int, int]]:
     """{api key: (min, max)} from an ApiVersions v0 request: the one version every broker
     answers whatever it serves (its response is an error code and (key, min, max) triples)."""
-    host, port = bootstrap.split(",")[0].rsplit(":", 1)
-    with socket.create_connection((host, int(port)), timeout=timeout) as s:
-        client = b"api-versions-table"
-        body = struct.pack(">hhih", 18, 0, 1, len(client)) + client
-        s.sendall(struct.pack(">i", len(body)) + body)
-        size = struct.unpack(">i", _exact(s, 4))[0]
-        frame = _exact(s, size)
+    from tests.rawclient import RawClient
+
+    client = b"api-versions-table"
+    with RawClient(bootstrap.split(",")[0], timeout=timeout) as c:
+        c.send_frame(struct.pack(">hhih", 18, 0, 1, len(client)) + client)
+        frame = c.recv_frame()
     _correlation, error, n = struct.unpack(">ihi", frame[:10])
     if error != 0:
         raise RuntimeError(f"ApiVersions v0 to {bootstrap}: error code {error}")
@@ -75,16 +73,6 @@ def api_versions(bootstrap: str, timeout: float = 10.0) -> dict[int, tuple[int, 
         key, lo, hi = struct.unpack(">hhh", frame[10 + 6 * i : 16 + 6 * i])
         out[key] = (lo, hi)
     return out
-
-
-def _exact(s: socket.socket, n: int) -> bytes:
-    buf = bytearray()
-    while len(buf) < n:
-        chunk = s.recv(n - len(buf))
-        if not chunk:
-            raise ConnectionError(f"connection closed after {len(buf)} of {n} bytes")
-        buf += chunk
-    return bytes(buf)
 
 
 def api_name(key: int) -> str:
