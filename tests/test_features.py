@@ -134,6 +134,13 @@ def test_kafka_features_tool(tmp_path):
         assert features(bs)[1]["transaction.version"] == 2
         out = kafka_features(bs, "describe")
         assert "FinalizedVersionLevel: 2" in next(x for x in out.splitlines() if "transaction.version" in x)
+        # a cluster from before ELR (level 0) is upgraded the way Kafka's operators do
+        kafka_features(bs, "downgrade", "--feature", "eligible.leader.replicas.version=0")
+        assert "eligible.leader.replicas.version" not in features(bs)[1]
+        assert b.server.controller.replication.min_isr_of(b.server.controller.image) is None
+        kafka_features(bs, "upgrade", "--feature", "eligible.leader.replicas.version=1")
+        assert features(bs)[1]["eligible.leader.replicas.version"] == 1
+        assert b.server.controller.replication.min_isr_of(b.server.controller.image) is not None
 
 
 @pytest.mark.parametrize("version", [0, 1, 2])
