@@ -51,8 +51,24 @@ REASONS: dict[str, str] = {
         "listed only by a broker with a SASL listener (docs/security.md); the table's node listens on "
         "PLAINTEXT alone, where Kafka lists it and refuses its use"
     ),
-    "UnregisterBroker": "not served yet: an operator removes a broker with kafka-cluster's unregister (issue 47, part 5)",
+    "UnregisterBroker": "kafka-cluster's unregister needs it to remove a broker for good (issue 47, part 5)",
     "UnregisterController": "not in the project's Kafka 4.1.1 definitions; new in Kafka 4.4 (issue 47, part 5)",
+    # What the versions logbroker does not serve yet add (Kafka 4.4's message definitions say)
+    "Produce": "v13 names topics by id (KIP-516); the definitions have it, the Rust data path does not serve it yet",
+    "Metadata": "v13 adds a top-level error code (REBOOTSTRAP_REQUIRED, KIP-1102); not served yet",
+    "OffsetCommit": "v10 names topics by id instead of name (KIP-848); not served yet",
+    "OffsetFetch": "v10 names topics by id instead of name (KIP-848); not served yet",
+    "AddOffsetsToTxn": "v4 adds the TRANSACTION_ABORTABLE error (KIP-890); not served yet",
+    "ApiVersions": "v5 checks the client's cluster id and node id, REBOOTSTRAP_REQUIRED (KIP-1242); "
+    "not in the project's Kafka 4.1.1 definitions",
+    "DeleteGroups": "v3 adds an error message per group; not in the project's Kafka 4.1.1 definitions",
+    "DescribeLogDirs": "v5 adds response fields; not in the project's Kafka 4.1.1 definitions",
+    "ListOffsets": "v11 lists the earliest offset pending upload to the tier (KIP-1023); "
+    "not in the project's Kafka 4.1.1 definitions",
+    "ListTransactions": "v2 filters by a transactional id pattern (KIP-1152); not in the project's Kafka 4.1.1 definitions",
+    "TxnOffsetCommit": "v6 names topics by id (KIP-1319); not in the project's Kafka 4.1.1 definitions",
+    "WriteTxnMarkers": "v2 carries each marker's transaction version (KIP-1228); "
+    "not in the project's Kafka 4.1.1 definitions",
 }
 
 
@@ -100,6 +116,8 @@ def render(kafka: dict[int, tuple[int, int]], ours: dict[int, tuple[int, int]], 
             note = f"{kafka_version} does not serve it"
         elif o[1] < k[1]:
             note = "below Kafka"
+        elif o[0] > k[0]:
+            note = "from a higher version than Kafka lists"
         else:
             note = ""
         if note in ("not served", "below Kafka"):
