@@ -121,11 +121,8 @@ class KafkaInstall:
 
     def framework_java(self, framework: str, main: str, args: list[str], heap: str = "-Xmx512m") -> list[str]:
         """The command running `main` (a class, or a single-file Java program) on the classpath
-        of `framework` ("streams" or "connect", `install_frameworks`): C1 alone and the serial
-        collector, as a test's client runs."""
-        jvm = ["java", heap, "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC"]
-        cp = str(self.home / framework / "*")
-        return [*jvm, f"-Dlog4j2.configurationFile={self.tools_log4j}", "-cp", cp, main, *args]
+        of `framework` ("streams" or "connect", `install_frameworks`), as a test's client runs."""
+        return self._java(str(self.home / framework / "*"), main, args, heap, short_lived=True, archive=False)
 
     @property
     def broker_log4j(self) -> Path:
@@ -149,12 +146,15 @@ class KafkaInstall:
         threads and loading classes from jars are most of a run of a few seconds. Off for
         throughput (ProducerPerformance, benches). JVM warnings go to stderr (a mismatched
         archive is ignored, with a warning)."""
+        return self._java(self.tools_cp, main, args, heap, short_lived, archive=True)
+
+    def _java(self, cp: str, main: str, args: list[str], heap: str, short_lived: bool, archive: bool) -> list[str]:
         jvm = ["java", heap]
         if short_lived:
             jvm += ["-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Xlog:disable", "-Xlog:all=warning:stderr"]
-            if self.tools_archive.exists():
+            if archive and self.tools_archive.exists():  # the tools' classes: their classpath only
                 jvm.append(f"-XX:SharedArchiveFile={self.tools_archive}")
-        return [*jvm, f"-Dlog4j2.configurationFile={self.tools_log4j}", "-cp", self.tools_cp, main, *args]
+        return [*jvm, f"-Dlog4j2.configurationFile={self.tools_log4j}", "-cp", cp, main, *args]
 
 
 def _mvn(args: list[str], verbose: bool) -> subprocess.CompletedProcess:

@@ -38,19 +38,18 @@ NEWER = (
     "(issue 47, part 5 raises them)"
 )
 
+STREAMS = "streams groups (KIP-1071) are not served yet: issue 47, part 1"
+SASL_ONLY = (
+    "listed only by a broker with a SASL listener (docs/security.md); the table's node listens on "
+    "PLAINTEXT alone, where Kafka lists it and refuses its use"
+)
 # Why logbroker serves an API below Kafka's newest version, or not at all (issue 47, part 5).
 REASONS: dict[str, str] = {
-    "StreamsGroupHeartbeat": "streams groups (KIP-1071) are not served yet: issue 47, part 1",
-    "StreamsGroupDescribe": "streams groups (KIP-1071) are not served yet: issue 47, part 1",
-    "StreamsGroupTopologyDescriptionUpdate": "streams groups (KIP-1071) are not served yet: issue 47, part 1",
-    "SaslHandshake": (
-        "listed only by a broker with a SASL listener (docs/security.md); the table's node listens on "
-        "PLAINTEXT alone, where Kafka lists it and refuses its use"
-    ),
-    "SaslAuthenticate": (
-        "listed only by a broker with a SASL listener (docs/security.md); the table's node listens on "
-        "PLAINTEXT alone, where Kafka lists it and refuses its use"
-    ),
+    "StreamsGroupHeartbeat": STREAMS,
+    "StreamsGroupDescribe": STREAMS,
+    "StreamsGroupTopologyDescriptionUpdate": STREAMS,
+    "SaslHandshake": SASL_ONLY,
+    "SaslAuthenticate": SASL_ONLY,
     "UnregisterBroker": "kafka-cluster's unregister needs it to remove a broker for good (issue 47, part 5)",
     "UnregisterController": "not in the project's Kafka 4.1.1 definitions; new in Kafka 4.4 (issue 47, part 5)",
     # What the versions logbroker does not serve yet add (Kafka 4.4's message definitions say)

@@ -30,7 +30,6 @@ import json
 import random
 import shutil
 import signal
-import socket
 import subprocess
 import time
 import traceback
@@ -40,6 +39,8 @@ from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
+from benches.peers.common import create_topic
+from logbroker.cluster import free_port
 from tests.compat.results import ROOT, Outcome
 
 WORD_COUNT = str(ROOT / "tests" / "java" / "WordCount.java")
@@ -100,13 +101,6 @@ def kill(node) -> None:
     """kill -9 of one node; its data stays for `node.start()`."""
     node.proc.send_signal(signal.SIGKILL)
     node.proc.wait(30)
-
-
-def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
-    from confluent_kafka.admin import AdminClient, NewTopic
-
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(topic, partitions, 3)])[topic].result(60)
 
 
 class App:
@@ -206,8 +200,8 @@ def streams_word_count(target, inst, work: Path, protocol: str) -> None:
     lines = [" ".join(rng.choice(WORDS) for _ in range(rng.randint(1, 8))) for _ in range(6000)]
     expected = dict(Counter(w for line in lines for w in line.split()))
     bs = target.bootstrap
-    create_topic(bs, "lines", 3)
-    create_topic(bs, "counts", 3)
+    create_topic(bs, "lines", 3, timeout=60, replication_factor=3)
+    create_topic(bs, "counts", 3, timeout=60, replication_factor=3)
     app_id = f"wc-{protocol}"
     cmd = inst.framework_java(
         "streams", WORD_COUNT, [bs, app_id, str(work / "state"), protocol, "lines", "counts"], heap="-Xmx384m"
@@ -257,12 +251,6 @@ def streams_word_count(target, inst, work: Path, protocol: str) -> None:
 
 SOURCE = "org.apache.kafka.connect.file.FileStreamSourceConnector"
 SINK = "org.apache.kafka.connect.file.FileStreamSinkConnector"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Worker(App):
@@ -338,7 +326,7 @@ def connect_file_round_trip(target, inst, work: Path) -> None:
     first = [f"line {i} " + "x" * (i % 50) for i in range(3000)]
     second = [f"line {i} " + "y" * (i % 50) for i in range(3000, 6000)]
     source.write_text("".join(s + "\n" for s in first))
-    create_topic(target.bootstrap, "file-lines", 1)
+    create_topic(target.bootstrap, "file-lines", 1, timeout=60, replication_factor=3)
     worker = Worker(inst, target.bootstrap, work)
 
     def copied(n: int) -> Callable[[], bool]:

@@ -431,15 +431,9 @@ impl Partition {
             return false;
         }
         let leo = self.log.log_end_offset();
-        if i32::try_from(st.isr.len()).unwrap_or(i32::MAX) < st.min_insync_replicas {
-            drop(st);
-            if leo > self.leo_announced.fetch_max(leo, Ordering::AcqRel) {
-                self.wake_leo_waiters();
-            }
-            return false;
-        }
+        let under_min_isr = i32::try_from(st.isr.len()).unwrap_or(i32::MAX) < st.min_insync_replicas;
         let mut hw = leo;
-        {
+        if !under_min_isr {
             let followers = lock(&self.followers);
             for r in &st.isr {
                 if *r != self.node_id {
@@ -452,7 +446,7 @@ impl Partition {
         if leo > self.leo_announced.fetch_max(leo, Ordering::AcqRel) {
             self.wake_leo_waiters();
         }
-        if hw > self.log.high_watermark() {
+        if !under_min_isr && hw > self.log.high_watermark() {
             self.log.update_high_watermark(hw);
             self.wake_hw_waiters();
             return true;

@@ -29,6 +29,7 @@ from logbroker.common.config import (
     validate_topic_config,
 )
 from logbroker.coord.metadata.control import ControllerError, ControllerResult, partition_change_record
+from logbroker.coord.metadata.eligible_leaders import MIN_ISR
 from logbroker.coord.metadata.metadata import MetadataImage, TopicState
 from logbroker.coord.metadata.metadata_records import encode_record
 from logbroker.protocol import ErrorCode
@@ -197,9 +198,6 @@ def _config_records(resource: str, name: str, was: dict[str, str], now: dict[str
         for k in sorted(set(was) | set(now))
         if was.get(k) != now.get(k)
     ]
-
-
-MIN_ISR = "min.insync.replicas"
 
 
 def _elrs_cleared(topics: list[TopicState]) -> list[bytes]:

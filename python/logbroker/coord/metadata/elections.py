@@ -51,14 +51,23 @@ def live_brokers(image: MetadataImage) -> set[int]:
     return {n for n, b in image.brokers.items() if not b.fenced}
 
 
-def change(ps: PartitionState, leader: int, isr: list[int]) -> None:
-    """Set leader and ISR; epochs move as Kafka's do (no-op when nothing changes)."""
-    if (leader, isr) == (ps.leader, ps.isr):
+def change(
+    ps: PartitionState,
+    leader: int,
+    isr: list[int],
+    elr: list[int] | None = None,
+    last_known_elr: list[int] | None = None,
+) -> None:
+    """Set leader and ISR (and the ELR fields, when given); epochs move as Kafka's do
+    (no-op when nothing changes)."""
+    elr = ps.elr if elr is None else elr
+    last_known_elr = ps.last_known_elr if last_known_elr is None else last_known_elr
+    if (leader, isr, elr, last_known_elr) == (ps.leader, ps.isr, ps.elr, ps.last_known_elr):
         return
     if leader != ps.leader:
         ps.leader_epoch += 1
     ps.partition_epoch += 1
-    ps.leader, ps.isr = leader, list(isr)
+    ps.leader, ps.isr, ps.elr, ps.last_known_elr = leader, list(isr), list(elr), list(last_known_elr)
 
 
 def elect_for_brokers(
@@ -94,7 +103,7 @@ def elect_for_brokers(
         if leader == NO_LEADER or leader not in live or leader not in isr:
             leader = next((r for r in ps.replicas if r in isr and r in live), NO_LEADER)
             if leader == NO_LEADER and with_elr:
-                leader, isr, elr, _last = eligible_leaders.elect(ps, isr, elr, live)
+                leader, isr, elr = eligible_leaders.elect(ps, isr, elr, live)
             if leader == NO_LEADER and unclean_allowed(t):
                 leader = next((r for r in ps.replicas if r in live), NO_LEADER)
                 if leader != NO_LEADER:
@@ -106,10 +115,8 @@ def elect_for_brokers(
         election = (
             Election(t.name, ps.partition, ps.leader, leader, unclean, tuple(ps.isr)) if leader != ps.leader else None
         )
-        new = dataclasses.replace(ps, elr=elr, last_known_elr=lke)
-        change(new, leader, isr)
-        if (new.elr, new.last_known_elr) != (ps.elr, ps.last_known_elr) and new.partition_epoch == ps.partition_epoch:
-            new.partition_epoch += 1
+        new = dataclasses.replace(ps)
+        change(new, leader, isr, elr, lke)
         out.append((t, new, election))
     return out
 
@@ -142,16 +149,14 @@ def elect_unclean(image: MetadataImage, t: TopicState, ps: PartitionState) -> tu
         change(ps, clean, ps.isr)
         return ErrorCode.NONE, "", False
     if not ps.isr:  # an eligible leader replica is a clean choice (eligible_leaders.py)
-        leader, isr, elr, _last = eligible_leaders.elect(ps, [], ps.elr, live)
+        leader, isr, elr = eligible_leaders.elect(ps, [], ps.elr, live)
         if leader != NO_LEADER:
-            ps.elr, ps.last_known_elr = elr, []
-            change(ps, leader, isr)
+            change(ps, leader, isr, elr, [])
             return ErrorCode.NONE, "", False
     leader = next((r for r in ps.replicas if r in live), NO_LEADER)
     if leader == NO_LEADER:
         return (ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE, f"no replica of {name} ({ps.replicas}) is alive", False)
-    ps.elr, ps.last_known_elr = [], []
-    change(ps, leader, [leader])
+    change(ps, leader, [leader], [], [])
     return ErrorCode.NONE, "", True
 
 

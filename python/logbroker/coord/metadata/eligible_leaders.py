@@ -70,17 +70,14 @@ def last_known_elr(old: PartitionState, new_leader: int, new_isr: list[int]) -> 
     return [] if new_leader >= 0 else list(old.last_known_elr)
 
 
-def elect(
-    old: PartitionState, isr: list[int], elr: list[int], live: set[int]
-) -> tuple[int, list[int], list[int], bool]:
+def elect(old: PartitionState, isr: list[int], elr: list[int], live: set[int]) -> tuple[int, list[int], list[int]]:
     """A leader for a partition with no live ISR member among `isr`: a live ELR member when
-    the ISR is empty, else the live last known leader. Returns (leader or -1, ISR, ELR,
-    whether it is the last known leader)."""
+    the ISR is empty, else the live last known leader. Returns (leader or -1, ISR, ELR)."""
     if not isr:
         chosen = next((r for r in old.replicas if r in elr and r in live), -1)
         if chosen >= 0:
-            return chosen, [chosen], [r for r in elr if r != chosen], False
+            return chosen, [chosen], [r for r in elr if r != chosen]
         if not elr and len(old.last_known_elr) == 1 and old.last_known_elr[0] in live:
             chosen = old.last_known_elr[0]
-            return chosen, [chosen], [], True
-    return -1, isr, elr, False
+            return chosen, [chosen], []
+    return -1, isr, elr
