@@ -3,7 +3,9 @@ brokers, a topic with replication factor 3 and min.insync.replicas 2. The ISR sh
 min ISR (a follower killed, another paused), then the leader is killed: the paused follower,
 held in the ELR, is elected cleanly once it is back, with every acknowledged record; before
 ELR the partition stayed offline until its last ISR member returned. DescribeTopicPartitions
-(what kafka-topics --describe reads) shows the ELR and the last known leader on the way."""
+(what kafka-topics --describe reads) shows the ELR and the last known leader on the way.
+The pause is kept short (a few seconds past the session timeout): a broker paused about 10 s
+once did not answer again in CI (docs/reliability.md)."""
 
 from __future__ import annotations
 
@@ -72,15 +74,15 @@ def test_a_follower_in_the_elr_is_elected_with_every_acknowledged_record(tmp_pat
             wait_until(lambda: described(b2, "elr") == (2, [2], [4], []), what="4 out of the ISR, into the ELR")
             # below min ISR: nothing more is acknowledged
             assert produce(b2.bootstrap_servers, "elr", [b"refused"], timeout_ms=3000) == []
-            out = kafka_topics_describe(b2.bootstrap_servers, "elr")
-            row = " ".join(next(line for line in out.splitlines() if "Partition: 0" in line).split())
-            assert "Isr: 2 Elr: 4 LastKnownElr:" in row, out
             b2.kill()
         finally:
             os.kill(b4.proc.pid, signal.SIGCONT)
         # 2 fenced: the ISR empties (2 joins the ELR, and is the last known leader); 4, back,
         # is eligible and leads with an ISR of itself
         wait_until(lambda: described(b4, "elr") == (4, [4], [2], []), timeout=60, what="4 elected from the ELR")
+        out = kafka_topics_describe(b4.bootstrap_servers, "elr")
+        row = " ".join(next(line for line in out.splitlines() if "Partition: 0" in line).split())
+        assert "Leader: 4 Replicas: 2,3,4 Isr: 4 Elr: 2 LastKnownElr:" in row, out
         got = [v for _o, v in read_all(b4.bootstrap_servers, "elr")]
         assert got[: len(acked)] == acked and b"refused" not in got
         assert len(got) == len(acked), got[len(acked) :]
