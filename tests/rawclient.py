@@ -21,10 +21,11 @@ def request_header(api_key: int, version: int, correlation_id: int, client_id: s
 
 
 class RawClient:
-    def __init__(self, bootstrap: str, timeout: float = 10) -> None:
+    def __init__(self, bootstrap: str, timeout: float = 10, client_id: str | None = "raw") -> None:
         host, port = bootstrap.rsplit(":", 1)
         self.sock = socket.create_connection((host, int(port)), timeout=timeout)
         self.correlation_id = 0
+        self.client_id = client_id
 
     def close(self) -> None:
         self.sock.close()
@@ -67,7 +68,7 @@ class RawClient:
             payload = body.to_bytes(version)
         else:
             payload = raw_body
-        self.send_frame(request_header(api_key, version, self.correlation_id) + payload)
+        self.send_frame(request_header(api_key, version, self.correlation_id, self.client_id) + payload)
         frame = self.recv_frame()
         (cid,) = struct.unpack_from(">i", frame, 0)
         assert cid == self.correlation_id, (cid, self.correlation_id)

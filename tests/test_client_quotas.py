@@ -1,8 +1,9 @@
-"""Client quotas (KIP-13/55): the ClientQuota records, DescribeClientQuotas and
+"""Client quotas (KIP-13/55/124): the ClientQuota records, DescribeClientQuotas and
 AlterClientQuotas over the wire with Kafka's errors, logbroker's Admin, Kafka's own
 kafka-configs, a restart, a three-node cluster, and the throttling itself: a producer and a
-consumer over their byte rates run near the quota and see throttle times, a client id
-without a quota does not."""
+consumer over their byte rates run near the quota and see throttle times, a client over its
+request_percentage is held to it on the Python handlers' APIs and on Produce, and a client id
+without a quota is not."""
 
 from __future__ import annotations
 
@@ -173,7 +174,13 @@ def test_bad_input_is_refused_with_kafkas_errors_and_changes_nothing(tmp_path):
             ([("user", "alice")], [("producer_byte_rate", 0.0, False)], "must be greater than 0"),
             ([("user", "alice")], [("producer_byte_rate", 10.5, False)], "cannot be a fractional value"),
             ([("user", "alice")], [("no_such_key", 1.0, False)], "Invalid configuration key no_such_key"),
-            ([("user", "alice")], [("request_percentage", 50.0, False)], "request_percentage is not enforced"),
+            (
+                [("user", "alice")],
+                [("controller_mutation_rate", 5.0, False)],
+                "controller_mutation_rate is not enforced",
+            ),
+            ([("user", "alice")], [("request_percentage", 0.0, False)], "request_percentage must be greater than 0"),
+            ([("user", "alice")], [("request_percentage", -1.5, False)], "request_percentage must be greater than 0"),
             ([("ip", "10.0.0.1")], [("connection_creation_rate", 5.0, False)], "ip quota entities"),
             (
                 [("user", "alice")],
@@ -199,6 +206,14 @@ def test_bad_input_is_refused_with_kafkas_errors_and_changes_nothing(tmp_path):
         assert [code for code, _m in twice] == [ErrorCode.INVALID_REQUEST] * 2 and "duplicate entity" in twice[0][1]
         after = dict(b.server.controller.image.client_quotas)
         assert after == {**before, (("user", "bob"),): {"consumer_byte_rate": 10.0}}
+        # request_percentage is Kafka's DOUBLE key: a fraction, or more than one thread (> 100), is taken
+        assert alter_raw(c, [([("user", "bob")], [("request_percentage", 12.5, False)])]) == [(0, None)]
+        assert alter_raw(c, [([("client-id", None)], [("request_percentage", 250.0, False)])]) == [(0, None)]
+        quotas = b.server.controller.image.client_quotas
+        assert quotas[(("user", "bob"),)] == {"consumer_byte_rate": 10.0, "request_percentage": 12.5}
+        assert quotas[(("client-id", None),)] == {"request_percentage": 250.0}
+        [entry] = [e for e in describe_raw(c, [("user", 0, "bob")], strict=True).entries]
+        assert {v.key: v.value for v in entry.values} == {"consumer_byte_rate": 10.0, "request_percentage": 12.5}
 
         for comps, code, message in [
             ([("group", 0, "g")], ErrorCode.UNSUPPORTED_VERSION, "Unsupported entity type group"),
@@ -443,6 +458,73 @@ def test_consumer_over_its_quota_is_throttled(tmp_path):
         assert not any(fast_throttles) and fast_elapsed < elapsed / 2, (fast_elapsed, elapsed)
 
 
+def hammer(bs: str, client_id: str, seconds: float, api_key: int, version: int, body) -> tuple[float, list[int]]:
+    """Sends `body` back to back on one connection for `seconds` (a client that ignores
+    throttle times, so only the broker's muting holds it); requests per second and the
+    throttle times the responses carried."""
+    throttles: list[int] = []
+    with RawClient(bs, client_id=client_id) as c:
+        start = time.monotonic()
+        while time.monotonic() - start < seconds:
+            r = c.request(api_key, version, body)
+            assert getattr(r, "error_code", 0) == 0, r
+            throttles.append(r.throttle_time_ms)
+        return len(throttles) / (time.monotonic() - start), throttles
+
+
+def test_request_percentage_holds_a_busy_client_and_not_others(tmp_path):
+    """KIP-124: a client id with a small request_percentage, issuing requests as fast as it can,
+    is answered with throttle times and muted, on an API the Python handlers serve (Metadata) and
+    on one the network thread serves (Produce); the same requests from another client id run
+    unthrottled, many times faster. The throttle time is at most one window, as in Kafka."""
+    Metadata, Produce = REQUESTS[3], REQUESTS[0]
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benches"))
+    from batches import build_batch
+
+    percent = 0.05  # 0.5 ms of handling per second
+    with (
+        Broker(data_dir=tmp_path / "d", config=FAST_WINDOWS, metrics_listen="127.0.0.1:0") as b,
+        Admin(b.bootstrap_servers) as admin,
+    ):
+        bs = b.bootstrap_servers
+        admin.create_topics(["q"])
+        admin.alter_client_quotas([({"client-id": "busy"}, {"request_percentage": percent})])
+        core = b.server.partition_table.client_quotas
+        assert core.request_quota_enabled and core.quota_for("request", "ANONYMOUS", "busy") == percent
+        assert core.quota_for("request", "ANONYMOUS", "calm") is None
+        metadata = Metadata(topics=[Metadata.MetadataRequestTopic(name="q")], allow_auto_topic_creation=False)
+        produce = Produce(
+            transactional_id=None,
+            acks=1,
+            timeout_ms=5000,
+            topic_data=[
+                Produce.TopicProduceData(
+                    name="q", partition_data=[Produce.PartitionProduceData(index=0, records=build_batch([b"x" * 100]))]
+                )
+            ],
+        )
+        for name, api_key, version, body in [("Metadata", 3, 12, metadata), ("Produce", 0, 9, produce)]:
+            busy_rate, busy_throttles = hammer(bs, "busy", 4.0, api_key, version, body)
+            calm_rate, calm_throttles = hammer(bs, "calm", 1.0, api_key, version, body)
+            print(f"{name}: busy {busy_rate:.0f}/s (throttles up to {max(busy_throttles)} ms), calm {calm_rate:.0f}/s")
+            assert max(busy_throttles) > 0, f"{name}: the busy client was told of throttling"
+            assert max(busy_throttles) <= 1000, f"{name}: a request throttle is at most one window"
+            assert not any(calm_throttles), f"{name}: no quota for this client id"
+            assert busy_rate * 4 < calm_rate, f"{name}: busy {busy_rate:.0f}/s, calm {calm_rate:.0f}/s"
+        stats = core.stats()
+        assert stats["request_throttled"] > 0 and stats["request_throttle_ms"] > 0
+        from test_metrics import scrape, value
+
+        assert value(scrape(b.metrics_url), "logbroker_quota_throttled_total", quota="request") > 0
+        # removed: nothing is timed any more, and the busy client runs free
+        admin.alter_client_quotas([({"client-id": "busy"}, {"request_percentage": None})])
+        assert not core.request_quota_enabled
+        assert b.server.client_quotas.request_times is None
+        time.sleep(1.1)  # a mute from the last throttle has passed
+        _rate, throttles = hammer(bs, "busy", 0.5, 3, 12, metadata)
+        assert not any(throttles)
+
+
 # --- Kafka's tool ----------------------------------------------------------------------------
 
 
@@ -498,6 +580,20 @@ def test_kafka_configs_tool(tmp_path):
         assert "Quota configs for user-principal 'alice' are" in out and "producer_byte_rate=1048576.0" in out, out
         out = kafka_configs(tools, bs, "--describe", "--entity-type", "clients", "--entity-default")
         assert "producer_byte_rate=1024.0" in out, out
+        kafka_configs(
+            tools,
+            bs,
+            "--alter",
+            "--add-config",
+            "request_percentage=50",
+            "--entity-type",
+            "clients",
+            "--entity-name",
+            "app2",
+        )
+        out = kafka_configs(tools, bs, "--describe", "--entity-type", "clients", "--entity-name", "app2")
+        assert "Quota configs for client-id 'app2' are request_percentage=50.0" in out, out
+        assert b.server.partition_table.client_quotas.quota_for("request", "anyone", "app2") == 50.0
         kafka_configs(
             tools,
             bs,

@@ -81,13 +81,6 @@ LOG_DIRS = 2  # log directories per broker (tests/compat/brokers.py started)
 
 # test name -> why its outcome differs between the brokers (or why it fails on both)
 DIFFERENCES: dict[str, str] = {
-    "kafka-configs client quota (request_percentage)": (
-        "Kafka stores a request_percentage quota (and throttles request time by it); logbroker enforces "
-        "only producer_byte_rate and consumer_byte_rate (rust/src/server/quota.rs) and refuses the keys "
-        "it would not enforce by name with INVALID_REQUEST ('quota request_percentage is not enforced "
-        "by logbroker', python/logbroker/coord/metadata/client_quotas.py validate_value) rather than accept a "
-        "quota that has no effect. A deliberate difference: the operator learns at once."
-    ),
     "kafka-dump-log --cluster-metadata-decoder": (
         "Kafka's metadata log __cluster_metadata-0 is a KRaft partition of record-batch segments "
         "(00000000000000000000.log) that kafka-dump-log decodes. logbroker's controller quorum keeps its "

@@ -9,6 +9,13 @@ encode the response and hand its chunks back. A connection is muted while its re
 served (Kafka's rule, which keeps responses in request order); many connections are served
 concurrently.
 
+Client quotas: while a `request_percentage` quota is set (KIP-124), each request's
+handler time (its task's running time, broker/quotas.py `RequestTimes`) is recorded against
+the user and client id's quota as Kafka's request quota does; over it, the response carries
+the throttle time and the network thread mutes the connection for it (`respond`'s
+`throttle_ms`). Exempt as in Kafka: Kafka's cluster actions (`CLUSTER_ACTIONS`), requests
+before SASL authentication, and the controller listener's (the cluster's own nodes).
+
 On a SASL listener (common/sasl.py) each connection has a `SaslSession`; until it has
 authenticated, its frames come here with no principal and only ApiVersions, SaslHandshake
 and SaslAuthenticate are served. A completed exchange tells the network thread the
@@ -51,6 +58,12 @@ from logbroker.protocol import (
 
 log = logging.getLogger("logbroker.broker.dispatch")
 PRE_AUTHENTICATION_APIS = (18, 17, 36)  # ApiVersions, SaslHandshake, SaslAuthenticate
+# Kafka's cluster actions (ApiKeys.clusterAction), exempt from the request quota: LeaderAndIsr,
+# StopReplica, UpdateMetadata, ControlledShutdown, WriteTxnMarkers, Vote, BeginQuorumEpoch,
+# EndQuorumEpoch, AlterPartition, Envelope, BrokerRegistration, BrokerHeartbeat,
+# AllocateProducerIds and the share-group state APIs (DescribeQuorum and UpdateFeatures a
+# Kafka broker forwards, and throttles like any forwarded request)
+CLUSTER_ACTIONS = frozenset((4, 5, 6, 7, 27, 52, 53, 54, 56, 58, 62, 63, 67, 83, 84, 85, 86, 87))
 datapath_log = logging.getLogger("logbroker.datapath")
 
 
@@ -223,7 +236,7 @@ class KafkaServer:
             state = self.connections[conn] = {"id": conn}
         mechanism = session.mechanism if session is not None else None  # the exchange under way, if any
         try:
-            chunks = await self.handle_frame(frame, peer, principal, session, name, state)
+            chunks, throttle_ms = await self._handle_frame(frame, peer, principal, session, name, state)
         except ProtocolError as e:
             self._forget(conn)
             net.close(conn, str(e))
@@ -266,7 +279,7 @@ class KafkaServer:
                 f" for {lifetime} ms" if lifetime else "",
                 extra=fields(peer=peer),
             )
-        net.respond(conn, chunks)
+        net.respond(conn, chunks, throttle_ms)
 
     async def _catch_up_schemas(self, net: _core.NetworkServer, conn: int, peer: str, missing: str) -> None:
         """A Produce with partitions naming a schema id this broker's table does not hold
@@ -335,6 +348,19 @@ class KafkaServer:
         """Serve one request frame (without its size prefix); on a connection of the
         controller listener (coord/metadata/controller_channel.py) with the controller's table.
         `principal` None: a SASL connection that has not authenticated yet."""
+        chunks, _throttle_ms = await self._handle_frame(frame, peer, principal, session, listener, connection)
+        return chunks
+
+    async def _handle_frame(
+        self,
+        frame: bytes,
+        peer: str,
+        principal: str | None,
+        session: SaslSession | None,
+        listener: str | None,
+        connection: dict | None,
+    ) -> tuple[list | None, int]:
+        """`handle_frame`'s answer, and the request quota's throttle time (ms, 0: none)."""
         try:
             header, pos = decode_request_header(memoryview(frame))
         except ProtocolError as e:
@@ -356,14 +382,22 @@ class KafkaServer:
             if api_key == 18:  # ApiVersions: KIP-511 fallback reply at v0
                 from logbroker.broker.handlers.api_versions import unsupported_version_response
 
-                return encode_response(18, 0, header.correlation_id, unsupported_version_response())
+                return encode_response(18, 0, header.correlation_id, unsupported_version_response()), 0
             raise ProtocolError(
                 f"{name} v{version} from {peer} (client {header.client_id!r}) is not supported"
                 + (f"; this broker serves v{entry.min_version}-{entry.max_version}" if entry else "")
             )
+        # the request quota times the request from its decoding to its answer (not its waits)
+        quotas = getattr(self.broker, "client_quotas", None)
+        timer = None if quotas is None else quotas.request_times
+        if timer is not None and (principal is None or api_key in CLUSTER_ACTIONS or table is not HANDLERS):
+            timer = None  # exempt, as in Kafka
+        task = timer.start() if timer is not None else None
         try:
             request, end = entry.request_class.decode(memoryview(frame), pos, version)
         except ProtocolError as e:
+            if timer is not None:
+                timer.forget(task)
             raise ProtocolError(f"{name} v{version} request from {peer} does not decode: {e}") from None
         if end != len(frame):
             log.debug(
@@ -385,6 +419,14 @@ class KafkaServer:
             response = await entry.handler(ctx, request)
         except ProtocolError as e:
             raise ProtocolError(f"{name} v{version} from {peer}: {e}") from None
+        finally:
+            took_ns = timer.stop(task) if timer is not None else 0
+        throttle_ms = 0
+        if timer is not None:
+            user = principal.split(":", 1)[1] if ":" in principal else principal
+            throttle_ms = quotas.core.record_request(user, header.client_id or "", took_ns)
+            if throttle_ms > 0 and response is not None and hasattr(response, "throttle_time_ms"):
+                response.throttle_time_ms = max(response.throttle_time_ms or 0, throttle_ms)
         if response is None:
-            return None
-        return encode_response(api_key, version, header.correlation_id, response)
+            return None, throttle_ms
+        return encode_response(api_key, version, header.correlation_id, response), throttle_ms

@@ -205,7 +205,7 @@ class MetricsServer:
     def _quotas(out: Exposition, table) -> None:
         stats = table.client_quotas.stats()
         for name, key, help_text in [
-            ("logbroker_quota_throttled_total", "throttled", "Responses throttled by a client quota (KIP-13/55)."),
+            ("logbroker_quota_throttled_total", "throttled", "Responses throttled by a client quota (KIP-13/55/124)."),
             (
                 "logbroker_quota_throttle_time_ms_total",
                 "throttle_ms",
@@ -213,9 +213,12 @@ class MetricsServer:
             ),
         ]:
             out.family(
-                name, "counter", help_text + " By quota type: produce (producer_byte_rate), fetch (consumer_byte_rate)."
+                name,
+                "counter",
+                help_text + " By quota type: produce (producer_byte_rate), fetch (consumer_byte_rate),"
+                " request (request_percentage).",
             )
-            for kind in ("produce", "fetch"):
+            for kind in ("produce", "fetch", "request"):
                 out.sample(name, stats[f"{kind}_{key}"], {"quota": kind})
 
     @staticmethod

@@ -64,13 +64,14 @@ impl PyAuthorizer {
     }
 }
 
-/// Client quotas (rust/src/server/quota.rs has the rules): produce and fetch byte rates the
-/// network thread measures and throttles. Off until a quota is set.
+/// Client quotas (rust/src/server/quota.rs has the rules): produce and fetch byte rates and
+/// request time the network thread measures and throttles. Off until a quota is set.
 #[pyclass(name = "ClientQuotas", module = "logbroker._core", frozen)]
 pub struct PyClientQuotas(Arc<ClientQuotas>);
 
-/// `([(entity type, entity name or None for the default)], producer_byte_rate, consumer_byte_rate)`.
-type PyQuota = (Vec<(String, Option<String>)>, Option<f64>, Option<f64>);
+/// `([(entity type, entity name or None for the default)], producer_byte_rate,
+/// consumer_byte_rate, request_percentage)`.
+type PyQuota = (Vec<(String, Option<String>)>, Option<f64>, Option<f64>, Option<f64>);
 
 #[pymethods]
 impl PyClientQuotas {
@@ -89,7 +90,7 @@ impl PyClientQuotas {
     /// unknown type is a ValueError naming it.
     fn set_quotas(&self, quotas: Vec<PyQuota>) -> PyResult<()> {
         let mut out = Vec::with_capacity(quotas.len());
-        for (components, producer_byte_rate, consumer_byte_rate) in quotas {
+        for (components, producer_byte_rate, consumer_byte_rate, request_percentage) in quotas {
             let mut entity = Entity::default();
             for (kind, name) in components {
                 let slot = match kind.as_str() {
@@ -106,30 +107,55 @@ impl PyClientQuotas {
                 }
                 *slot = name.map_or(Component::Default, Component::Named);
             }
-            out.push((entity, Limits { producer_byte_rate, consumer_byte_rate }));
+            out.push((entity, Limits { producer_byte_rate, consumer_byte_rate, request_percentage }));
         }
         self.0.set_quotas(&out);
         Ok(())
     }
 
-    /// The produce (`"produce"`) or fetch (`"fetch"`) quota that applies to `user` with
-    /// `client_id`, bytes per second, or None (Kafka's precedence).
+    /// The produce (`"produce"`), fetch (`"fetch"`) or request (`"request"`, percent) quota
+    /// that applies to `user` with `client_id`, or None (Kafka's precedence).
     fn quota_for(&self, kind: &str, user: &str, client_id: &str) -> PyResult<Option<f64>> {
         Ok(self.0.quota_for(quota_kind(kind)?, user, client_id))
     }
 
-    /// Records `size` bytes at `now_ms` as the network thread does; the throttle time (ms).
+    /// Records `size` bytes (`"produce"`, `"fetch"`) or nanoseconds of request time
+    /// (`"request"`) at `now_ms` as the network thread does; the throttle time (ms).
     fn record(&self, kind: &str, user: &str, client_id: &str, size: u64, now_ms: i64) -> PyResult<i32> {
-        Ok(self.0.record(quota_kind(kind)?, user, client_id, size, now_ms))
+        Ok(match quota_kind(kind)? {
+            crate::server::quota::REQUEST => self.0.record_request(user, client_id, size, now_ms),
+            k => self.0.record(k, user, client_id, size, now_ms),
+        })
     }
 
-    /// `{"produce_throttled": n, "produce_throttle_ms": ms, "fetch_throttled": .., "fetch_throttle_ms": ..}`:
-    /// responses throttled and their total throttle time, since start.
+    /// Some `request_percentage` quota is set: the handlers time their requests (else not).
+    #[getter]
+    fn request_quota_enabled(&self) -> bool {
+        self.0.enabled(crate::server::quota::REQUEST)
+    }
+
+    /// Records `nanos` of a Python handler's time for `user`/`client_id` now (Kafka's request
+    /// quota); the throttle time (ms) for the response's `throttle_time_ms`, which `respond`
+    /// is then given so the connection is muted for it.
+    fn record_request(&self, user: &str, client_id: &str, nanos: u64) -> i32 {
+        self.0.record_request(user, client_id, nanos, crate::server::partition::now_ms())
+    }
+
+    /// `{"produce_throttled": n, "produce_throttle_ms": ms, "fetch_throttled": .., "fetch_throttle_ms": ..,
+    /// "request_throttled": .., "request_throttle_ms": ..}`: responses throttled and their total
+    /// throttle time, since start.
     fn stats(&self) -> std::collections::HashMap<&'static str, u64> {
-        let [(pn, pms), (fn_, fms)] = self.0.stats();
-        [("produce_throttled", pn), ("produce_throttle_ms", pms), ("fetch_throttled", fn_), ("fetch_throttle_ms", fms)]
-            .into_iter()
-            .collect()
+        let [(pn, pms), (fn_, fms), (rn, rms)] = self.0.stats();
+        [
+            ("produce_throttled", pn),
+            ("produce_throttle_ms", pms),
+            ("fetch_throttled", fn_),
+            ("fetch_throttle_ms", fms),
+            ("request_throttled", rn),
+            ("request_throttle_ms", rms),
+        ]
+        .into_iter()
+        .collect()
     }
 }
 
@@ -137,7 +163,8 @@ fn quota_kind(kind: &str) -> PyResult<usize> {
     match kind {
         "produce" => Ok(crate::server::quota::PRODUCE),
         "fetch" => Ok(crate::server::quota::FETCH),
-        other => Err(PyValueError::new_err(format!("quota type {other:?} is not produce or fetch"))),
+        "request" => Ok(crate::server::quota::REQUEST),
+        other => Err(PyValueError::new_err(format!("quota type {other:?} is not produce, fetch or request"))),
     }
 }
 
@@ -573,8 +600,10 @@ impl PyNetworkServer {
 
     /// Answers the request in flight on `conn`: `chunks` is a list of bytes-like objects and
     /// FileRegions written in order, or None when the request has no response.
-    #[pyo3(signature = (conn, chunks))]
-    fn respond(&self, conn: u64, chunks: Option<Vec<Bound<'_, PyAny>>>) -> PyResult<()> {
+    /// `throttle_ms` > 0: a client quota's throttle time (the one the response carries); the
+    /// connection's next request is read once it has passed (KIP-219).
+    #[pyo3(signature = (conn, chunks, throttle_ms=0))]
+    fn respond(&self, conn: u64, chunks: Option<Vec<Bound<'_, PyAny>>>, throttle_ms: i32) -> PyResult<()> {
         let chunks = match chunks {
             None => None,
             Some(items) => {
@@ -591,7 +620,7 @@ impl PyNetworkServer {
                 Some(out)
             }
         };
-        self.inner.respond(conn, chunks);
+        self.inner.respond(conn, chunks, throttle_ms);
         Ok(())
     }
 

@@ -121,9 +121,18 @@ fn produce_then_fetch_round_trip() {
     let dir = tempfile::tempdir().unwrap();
     let (table, p) = table_with(dir.path(), vec![1]);
     let mut logs = Vec::new();
-    let out =
-        produce::handle(&table, &mut body(&produce_req(-1, 0, &[b"a", b"b"]), 9), 9, 7, &ANON, 0, &mut logs, None, 0)
-            .unwrap();
+    let out = produce::handle(
+        &table,
+        &mut body(&produce_req(-1, 0, &[b"a", b"b"]), 9),
+        9,
+        7,
+        &ANON,
+        0,
+        &mut logs,
+        None,
+        &mut || 0,
+    )
+    .unwrap();
     let produce::Outcome::Done(Some(chunks)) = out else { panic!("acks=all with the leader alone answers at once") };
     let resp: ProduceResponse = decode(chunks, 9, true);
     let pr = &resp.responses[0].partition_responses[0];
@@ -138,6 +147,7 @@ fn produce_then_fetch_round_trip() {
         8,
         &ANON,
         &mut logs,
+        None,
     )
     .unwrap();
     let fetch::Outcome::Done(chunks, _) = out else { panic!("data is there") };
@@ -153,7 +163,7 @@ fn produce_errors_name_the_partition() {
     let (table, _p) = table_with(dir.path(), vec![1]);
     let mut logs = Vec::new();
     let produce::Outcome::Done(Some(chunks)) =
-        produce::handle(&table, &mut body(&produce_req(-1, 5, &[b"a"]), 9), 9, 1, &ANON, 0, &mut logs, None, 0)
+        produce::handle(&table, &mut body(&produce_req(-1, 5, &[b"a"]), 9), 9, 1, &ANON, 0, &mut logs, None, &mut || 0)
             .unwrap()
     else {
         panic!()
@@ -170,7 +180,7 @@ fn produce_errors_name_the_partition() {
     raw[last] ^= 0xff;
     req.topic_data[0].partition_data[0].records = Some(Records::Bytes(Bytes::from(raw)));
     let produce::Outcome::Done(Some(chunks)) =
-        produce::handle(&table, &mut body(&req, 9), 9, 2, &ANON, 0, &mut logs, None, 0).unwrap()
+        produce::handle(&table, &mut body(&req, 9), 9, 2, &ANON, 0, &mut logs, None, &mut || 0).unwrap()
     else {
         panic!()
     };
@@ -194,7 +204,7 @@ fn acks_all_waits_for_the_isr_and_times_out_naming_the_hw() {
         0,
         &mut logs,
         None,
-        0,
+        &mut || 0,
     )
     .unwrap();
     let produce::Outcome::Wait(mut pending) = out else { panic!("follower 2 has not fetched: the HW is behind") };
@@ -210,8 +220,9 @@ fn acks_all_waits_for_the_isr_and_times_out_naming_the_hw() {
     assert_eq!(resp.responses[0].partition_responses[0].error_code, code::NONE);
 
     // Another write the follower never fetches: at the deadline, REQUEST_TIMED_OUT.
-    let out = produce::handle(&table, &mut body(&produce_req(-1, 0, &[b"d"]), 9), 9, 4, &ANON, 0, &mut logs, None, 0)
-        .unwrap();
+    let out =
+        produce::handle(&table, &mut body(&produce_req(-1, 0, &[b"d"]), 9), 9, 4, &ANON, 0, &mut logs, None, &mut || 0)
+            .unwrap();
     let produce::Outcome::Wait(mut pending) = out else { panic!() };
     let resp: ProduceResponse = decode(pending.try_complete(true).unwrap().unwrap(), 9, true);
     let pr = &resp.responses[0].partition_responses[0];
@@ -232,13 +243,15 @@ fn fetch_long_poll_parks_until_data_and_below_the_hw() {
         1,
         &ANON,
         &mut logs,
+        None,
     )
     .unwrap();
     let fetch::Outcome::Wait(mut pending) = out else { panic!("an empty log parks the fetch") };
     assert_eq!(pending.waiting_on.len(), 1);
     assert!(pending.try_complete(&table, &mut FetchSessionCache::new(10), false, &mut logs).unwrap().is_none());
     let _ =
-        produce::handle(&table, &mut body(&produce_req(1, 0, &[b"a"]), 9), 9, 2, &ANON, 0, &mut logs, None, 0).unwrap();
+        produce::handle(&table, &mut body(&produce_req(1, 0, &[b"a"]), 9), 9, 2, &ANON, 0, &mut logs, None, &mut || 0)
+            .unwrap();
     assert_eq!(p.log.high_watermark(), 1);
     let resp: FetchResponse = decode(
         pending.try_complete(&table, &mut FetchSessionCache::new(10), false, &mut logs).unwrap().unwrap(),
@@ -255,6 +268,7 @@ fn fetch_long_poll_parks_until_data_and_below_the_hw() {
         3,
         &ANON,
         &mut logs,
+        None,
     )
     .unwrap();
     let fetch::Outcome::Done(chunks, _) = out else { panic!() };
@@ -271,6 +285,7 @@ fn fetch_long_poll_parks_until_data_and_below_the_hw() {
         4,
         &ANON,
         &mut logs,
+        None,
     )
     .unwrap();
     let fetch::Outcome::Wait(mut pending) = out else { panic!() };
@@ -291,7 +306,8 @@ fn fetch_now(
     req: &FetchRequest,
     correlation_id: i32,
 ) -> FetchResponse {
-    let out = fetch::handle(table, sessions, &mut body(req, 12), 12, correlation_id, &ANON, &mut Vec::new()).unwrap();
+    let out =
+        fetch::handle(table, sessions, &mut body(req, 12), 12, correlation_id, &ANON, &mut Vec::new(), None).unwrap();
     let fetch::Outcome::Done(chunks, _) = out else { panic!("request {correlation_id} was parked") };
     decode(chunks, 12, true)
 }
@@ -310,7 +326,8 @@ fn fetch_sessions_send_only_news() {
     let mut sessions = FetchSessionCache::new(10);
     let mut logs = Vec::new();
     let _ =
-        produce::handle(&table, &mut body(&produce_req(1, 0, &[b"a"]), 9), 9, 1, &ANON, 0, &mut logs, None, 0).unwrap();
+        produce::handle(&table, &mut body(&produce_req(1, 0, &[b"a"]), 9), 9, 1, &ANON, 0, &mut logs, None, &mut || 0)
+            .unwrap();
     // Open a session (epoch 0): a full response carrying the new session id.
     let req = in_session(fetch_req(0, 0, 0), 0, 0);
     let resp = fetch_now(&table, &mut sessions, &req, 1);
@@ -330,7 +347,8 @@ fn fetch_sessions_send_only_news() {
     assert!(resp.responses.is_empty(), "{resp:?}");
     // A new record moves the HW: the partition is back in the response.
     let _ =
-        produce::handle(&table, &mut body(&produce_req(1, 0, &[b"b"]), 9), 9, 4, &ANON, 0, &mut logs, None, 0).unwrap();
+        produce::handle(&table, &mut body(&produce_req(1, 0, &[b"b"]), 9), 9, 4, &ANON, 0, &mut logs, None, &mut || 0)
+            .unwrap();
     let mut inc3 = in_session(fetch_req(1, 0, 0), id, 3);
     inc3.topics.clear();
     let resp = fetch_now(&table, &mut sessions, &inc3, 5);
@@ -363,7 +381,7 @@ fn a_session_request_moves_the_epoch_when_taken_in_not_when_answered() {
     let mut inc = in_session(fetch_req(0, 1, 10_000), id, 1);
     inc.topics.clear();
     let fetch::Outcome::Wait(_dropped) =
-        fetch::handle(&table, &mut sessions, &mut body(&inc, 12), 12, 2, &ANON, &mut logs).unwrap()
+        fetch::handle(&table, &mut sessions, &mut body(&inc, 12), 12, 2, &ANON, &mut logs, None).unwrap()
     else {
         panic!("an empty partition long-polls")
     };
@@ -385,7 +403,8 @@ fn a_session_reads_the_replica_it_found_until_the_table_replaces_or_removes_it()
     let mut sessions = FetchSessionCache::new(10);
     let mut logs = Vec::new();
     let _ =
-        produce::handle(&table, &mut body(&produce_req(1, 0, &[b"a"]), 9), 9, 1, &ANON, 0, &mut logs, None, 0).unwrap();
+        produce::handle(&table, &mut body(&produce_req(1, 0, &[b"a"]), 9), 9, 1, &ANON, 0, &mut logs, None, &mut || 0)
+            .unwrap();
     let id = fetch_now(&table, &mut sessions, &in_session(fetch_req(1, 0, 0), 0, 0), 1).session_id;
     let mut epoch = 0;
     let mut next = |table: &PartitionTable, sessions: &mut FetchSessionCache| {
@@ -405,9 +424,18 @@ fn a_session_reads_the_replica_it_found_until_the_table_replaces_or_removes_it()
         (code::OFFSET_OUT_OF_RANGE, 0),
         "the new replica is read: {resp:?}"
     );
-    let _ =
-        produce::handle(&table, &mut body(&produce_req(1, 0, &[b"b", b"c"]), 9), 9, 2, &ANON, 0, &mut logs, None, 0)
-            .unwrap();
+    let _ = produce::handle(
+        &table,
+        &mut body(&produce_req(1, 0, &[b"b", b"c"]), 9),
+        9,
+        2,
+        &ANON,
+        0,
+        &mut logs,
+        None,
+        &mut || 0,
+    )
+    .unwrap();
     assert_eq!(next(&table, &mut sessions).responses[0].partitions[0].high_watermark, 2);
     // Removed: the session's partition is answered with an error, not from the old replica.
     table.remove("t", 0);
@@ -418,7 +446,8 @@ fn a_session_reads_the_replica_it_found_until_the_table_replaces_or_removes_it()
 fn produce_to(topic: &str, partition: i32, version: i16, table: &PartitionTable) -> ProduceResponse {
     let mut req = produce_req(1, partition, &[b"a"]);
     req.topic_data[0].name = topic.into();
-    let out = produce::handle(table, &mut body(&req, version), version, 1, &ANON, 0, &mut Vec::new(), None, 0).unwrap();
+    let out = produce::handle(table, &mut body(&req, version), version, 1, &ANON, 0, &mut Vec::new(), None, &mut || 0)
+        .unwrap();
     let produce::Outcome::Done(Some(chunks)) = out else { panic!("acks=1 answers at once") };
     decode(chunks, version, version >= 9)
 }
@@ -447,7 +476,7 @@ fn produce_at_a_non_leader_names_the_leader_from_v10() {
     let second = req.topic_data[0].partition_data[0].clone();
     req.topic_data[0].partition_data.push(PartitionProduceData { index: 1, ..second });
     let produce::Outcome::Done(Some(chunks)) =
-        produce::handle(&table, &mut body(&req, 11), 11, 1, &ANON, 0, &mut Vec::new(), None, 0).unwrap()
+        produce::handle(&table, &mut body(&req, 11), 11, 1, &ANON, 0, &mut Vec::new(), None, &mut || 0).unwrap()
     else {
         panic!()
     };
@@ -499,6 +528,7 @@ fn fetch_of(
         1,
         &ANON,
         &mut Vec::new(),
+        None,
     )
     .unwrap();
     let fetch::Outcome::Done(chunks, _) = out else { panic!("errors and max_wait 0 answer at once") };
@@ -569,7 +599,7 @@ fn a_v15_follower_names_itself_in_replica_state() {
         0,
         &mut Vec::new(),
         None,
-        0,
+        &mut || 0,
     )
     .unwrap();
     assert!(matches!(out, produce::Outcome::Done(Some(_))));
@@ -579,9 +609,17 @@ fn a_v15_follower_names_itself_in_replica_state() {
     req.topics[0].topic_id = T_ID;
     req.replica_state.replica_id = 2;
     req.replica_state.replica_epoch = 1;
-    let out =
-        fetch::handle(&table, &mut FetchSessionCache::new(10), &mut body(&req, 15), 15, 1, &ANON, &mut Vec::new())
-            .unwrap();
+    let out = fetch::handle(
+        &table,
+        &mut FetchSessionCache::new(10),
+        &mut body(&req, 15),
+        15,
+        1,
+        &ANON,
+        &mut Vec::new(),
+        None,
+    )
+    .unwrap();
     assert!(matches!(out, fetch::Outcome::Done(..) | fetch::Outcome::Wait(_)));
     assert_eq!(p.log.high_watermark(), 2, "the follower's fetch offset moved the HW");
 }
@@ -594,7 +632,7 @@ fn a_parked_acks_all_produce_settles_on_leadership_and_isr_changes() {
     // min.insync.replicas=2 and ISR [1, 2]: parked until follower 2 has the record.
     p.update(LeaderState { leader: 1, leader_epoch: 0, isr: vec![1, 2], min_insync_replicas: 2 });
     let produce::Outcome::Wait(mut pending) =
-        produce::handle(&table, &mut body(&produce_req(-1, 0, &[b"a"]), 9), 9, 1, &ANON, 0, &mut logs, None, 0)
+        produce::handle(&table, &mut body(&produce_req(-1, 0, &[b"a"]), 9), 9, 1, &ANON, 0, &mut logs, None, &mut || 0)
             .unwrap()
     else {
         panic!("parked for follower 2")
@@ -614,10 +652,18 @@ fn a_parked_acks_all_produce_settles_on_leadership_and_isr_changes() {
     // Parked with the ISR at min ISR; a follower that had the record leaves the ISR after
     // the HW reached it: written, not as durable as asked.
     p.update(LeaderState { leader: 1, leader_epoch: 0, isr: vec![1, 2], min_insync_replicas: 2 });
-    let produce::Outcome::Wait(mut pending) =
-        produce::handle(&table, &mut body(&produce_req(-1, 0, &[b"a2"]), 9), 9, 19, &ANON, 0, &mut logs, None, 0)
-            .unwrap()
-    else {
+    let produce::Outcome::Wait(mut pending) = produce::handle(
+        &table,
+        &mut body(&produce_req(-1, 0, &[b"a2"]), 9),
+        9,
+        19,
+        &ANON,
+        0,
+        &mut logs,
+        None,
+        &mut || 0,
+    )
+    .unwrap() else {
         panic!("parked for follower 2")
     };
     p.log.update_high_watermark(p.log.log_end_offset());
@@ -631,7 +677,7 @@ fn a_parked_acks_all_produce_settles_on_leadership_and_isr_changes() {
     // although the local HW may never move again.
     p.update(LeaderState { leader: 1, leader_epoch: 1, isr: vec![1, 2], min_insync_replicas: 1 });
     let produce::Outcome::Wait(mut pending) =
-        produce::handle(&table, &mut body(&produce_req(-1, 0, &[b"b"]), 9), 9, 2, &ANON, 0, &mut logs, None, 0)
+        produce::handle(&table, &mut body(&produce_req(-1, 0, &[b"b"]), 9), 9, 2, &ANON, 0, &mut logs, None, &mut || 0)
             .unwrap()
     else {
         panic!("parked for follower 2")
@@ -643,7 +689,7 @@ fn a_parked_acks_all_produce_settles_on_leadership_and_isr_changes() {
     // ... and leadership away and back (a new epoch) is no better: the tail may be rewritten.
     p.update(LeaderState { leader: 1, leader_epoch: 3, isr: vec![1, 2], min_insync_replicas: 1 });
     let produce::Outcome::Wait(mut pending) =
-        produce::handle(&table, &mut body(&produce_req(-1, 0, &[b"c"]), 9), 9, 3, &ANON, 0, &mut logs, None, 0)
+        produce::handle(&table, &mut body(&produce_req(-1, 0, &[b"c"]), 9), 9, 3, &ANON, 0, &mut logs, None, &mut || 0)
             .unwrap()
     else {
         panic!()
@@ -667,7 +713,7 @@ fn the_leader_answers_a_diverging_epoch_and_tracks_follower_catch_up() {
         0,
         &mut Vec::new(),
         None,
-        0,
+        &mut || 0,
     )
     .unwrap();
     p.update(LeaderState { leader: 1, leader_epoch: 3, isr: vec![1, 2], min_insync_replicas: 1 });
@@ -680,7 +726,7 @@ fn the_leader_answers_a_diverging_epoch_and_tracks_follower_catch_up() {
         0,
         &mut Vec::new(),
         None,
-        0,
+        &mut || 0,
     )
     .unwrap();
     assert_eq!(p.log.epoch_entries(), [(0, 0), (3, 2)]);
@@ -688,9 +734,17 @@ fn the_leader_answers_a_diverging_epoch_and_tracks_follower_catch_up() {
         let mut req = fetch_req(offset, 0, 0);
         req.replica_id = 2;
         req.topics[0].partitions[0].last_fetched_epoch = last_epoch;
-        let out =
-            fetch::handle(&table, &mut FetchSessionCache::new(1), &mut body(&req, 12), 12, 1, &ANON, &mut Vec::new())
-                .unwrap();
+        let out = fetch::handle(
+            &table,
+            &mut FetchSessionCache::new(1),
+            &mut body(&req, 12),
+            12,
+            1,
+            &ANON,
+            &mut Vec::new(),
+            None,
+        )
+        .unwrap();
         let fetch::Outcome::Done(chunks, _) = out else { panic!("answered at once") };
         decode(chunks, 12, true)
     };
@@ -736,7 +790,7 @@ fn consumers_read_from_followers_and_leaders_name_a_replica_in_their_rack() {
         0,
         &mut Vec::new(),
         None,
-        0,
+        &mut || 0,
     )
     .unwrap();
     let consumer_fetch = |version: i16, rack: &str| -> FetchResponse {
@@ -750,6 +804,7 @@ fn consumers_read_from_followers_and_leaders_name_a_replica_in_their_rack() {
             1,
             &ANON,
             &mut Vec::new(),
+            None,
         )
         .unwrap();
         let fetch::Outcome::Done(chunks, _) = out else { panic!("answered at once") };
@@ -758,9 +813,17 @@ fn consumers_read_from_followers_and_leaders_name_a_replica_in_their_rack() {
     let follower_caught_up = |replica: i32, offset: i64| {
         let mut req = fetch_req(offset, 0, 0);
         req.replica_id = replica;
-        let _ =
-            fetch::handle(&table, &mut FetchSessionCache::new(1), &mut body(&req, 12), 12, 1, &ANON, &mut Vec::new())
-                .unwrap();
+        let _ = fetch::handle(
+            &table,
+            &mut FetchSessionCache::new(1),
+            &mut body(&req, 12),
+            12,
+            1,
+            &ANON,
+            &mut Vec::new(),
+            None,
+        )
+        .unwrap();
     };
     follower_caught_up(2, 2);
     follower_caught_up(3, 2);
@@ -807,7 +870,8 @@ fn hw_moves_of_a_watched_partition_are_reported_for_the_control_plane() {
     assert!(table.wakeup().attach(mio::Waker::new(poll.registry(), mio::Token(0)).unwrap()));
     let mut logs = Vec::new();
     for (n, watched) in [(1, false), (2, true), (3, false)] {
-        produce::handle(&table, &mut body(&produce_req(1, 0, &[b"a"]), 9), 9, n, &ANON, 0, &mut logs, None, 0).unwrap();
+        produce::handle(&table, &mut body(&produce_req(1, 0, &[b"a"]), 9), 9, n, &ANON, 0, &mut logs, None, &mut || 0)
+            .unwrap();
         p.watch_high_watermark(watched);
         p.record_follower_fetch(2, i64::from(n), 0);
         assert!(p.maybe_increment_hw(), "the follower's fetch moves the HW to {n}");
@@ -842,7 +906,7 @@ fn transactions_v2_produce_goes_to_the_coordinator_once_per_transaction() {
     let req = txn_req(Some("tx"), 5, 0, 0, &[b"a"]);
     // v12, no transaction open here: nothing appended, the partitions to add
     let produce::Outcome::Verify(v) =
-        produce::handle(&table, &mut body(&req, 12), 12, 1, &ANON, 0, &mut logs, None, 0).unwrap()
+        produce::handle(&table, &mut body(&req, 12), 12, 1, &ANON, 0, &mut logs, None, &mut || 0).unwrap()
     else {
         panic!("expected a verification")
     };
@@ -861,7 +925,7 @@ fn transactions_v2_produce_goes_to_the_coordinator_once_per_transaction() {
     // v11 (transactions v1) appends without asking
     let req11 = txn_req(Some("tx"), 6, 0, 0, &[b"v1"]);
     assert!(matches!(
-        produce::handle(&table, &mut body(&req11, 11), 11, 2, &ANON, 0, &mut logs, None, 0).unwrap(),
+        produce::handle(&table, &mut body(&req11, 11), 11, 2, &ANON, 0, &mut logs, None, &mut || 0).unwrap(),
         produce::Outcome::Done(_)
     ));
     assert_eq!(p.log.log_end_offset(), 1);
@@ -875,7 +939,7 @@ fn transactions_v2_produce_goes_to_the_coordinator_once_per_transaction() {
         0,
         &mut logs,
         Some(&[verdict(code::NOT_ENOUGH_REPLICAS)]),
-        0,
+        &mut || 0,
     )
     .unwrap() else {
         panic!("expected a response")
@@ -885,17 +949,25 @@ fn transactions_v2_produce_goes_to_the_coordinator_once_per_transaction() {
     assert_eq!(p.log.log_end_offset(), 1);
     // not among the verdicts: not added, refused
     let produce::Outcome::Done(Some(chunks)) =
-        produce::handle(&table, &mut body(&req, 12), 12, 4, &ANON, 0, &mut logs, Some(&[]), 0).unwrap()
+        produce::handle(&table, &mut body(&req, 12), 12, 4, &ANON, 0, &mut logs, Some(&[]), &mut || 0).unwrap()
     else {
         panic!("expected a response")
     };
     let resp: ProduceResponse = decode(chunks, 12, true);
     assert_eq!(resp.responses[0].partition_responses[0].error_code, code::INVALID_TXN_STATE);
     // added: appended, and the transaction is open here
-    let produce::Outcome::Done(Some(chunks)) =
-        produce::handle(&table, &mut body(&req, 12), 12, 5, &ANON, 0, &mut logs, Some(&[verdict(code::NONE)]), 0)
-            .unwrap()
-    else {
+    let produce::Outcome::Done(Some(chunks)) = produce::handle(
+        &table,
+        &mut body(&req, 12),
+        12,
+        5,
+        &ANON,
+        0,
+        &mut logs,
+        Some(&[verdict(code::NONE)]),
+        &mut || 0,
+    )
+    .unwrap() else {
         panic!("expected a response")
     };
     let resp: ProduceResponse = decode(chunks, 12, true);
@@ -907,14 +979,24 @@ fn transactions_v2_produce_goes_to_the_coordinator_once_per_transaction() {
     // the next batch of the open transaction appends at once
     let next = txn_req(Some("tx"), 5, 0, 1, &[b"b"]);
     assert!(matches!(
-        produce::handle(&table, &mut body(&next, 12), 12, 6, &ANON, 0, &mut logs, None, 0).unwrap(),
+        produce::handle(&table, &mut body(&next, 12), 12, 6, &ANON, 0, &mut logs, None, &mut || 0).unwrap(),
         produce::Outcome::Done(_)
     ));
     assert_eq!(p.log.log_end_offset(), 3);
     // a non-transactional v12 produce never goes to the coordinator
     assert!(matches!(
-        produce::handle(&table, &mut body(&produce_req(1, 0, &[b"x"]), 12), 12, 7, &ANON, 0, &mut logs, None, 0)
-            .unwrap(),
+        produce::handle(
+            &table,
+            &mut body(&produce_req(1, 0, &[b"x"]), 12),
+            12,
+            7,
+            &ANON,
+            0,
+            &mut logs,
+            None,
+            &mut || 0
+        )
+        .unwrap(),
         produce::Outcome::Done(_)
     ));
 }
@@ -926,13 +1008,13 @@ fn transactions_v1_first_batches_are_checked_when_verification_is_on() {
     let mut logs = Vec::new();
     let req = txn_req(Some("tx"), 5, 0, 0, &[b"a"]);
     assert!(matches!(
-        produce::handle(&table, &mut body(&req, 11), 11, 1, &ANON, 0, &mut logs, None, 0).unwrap(),
+        produce::handle(&table, &mut body(&req, 11), 11, 1, &ANON, 0, &mut logs, None, &mut || 0).unwrap(),
         produce::Outcome::Done(_)
     ));
     table.set_verify_transactions_v1(true);
     let req = txn_req(Some("tx"), 6, 0, 0, &[b"b"]);
     let produce::Outcome::Verify(v) =
-        produce::handle(&table, &mut body(&req, 9), 9, 2, &ANON, 0, &mut logs, None, 0).unwrap()
+        produce::handle(&table, &mut body(&req, 9), 9, 2, &ANON, 0, &mut logs, None, &mut || 0).unwrap()
     else {
         panic!("expected a verification")
     };
@@ -940,7 +1022,7 @@ fn transactions_v1_first_batches_are_checked_when_verification_is_on() {
     // the producer of the open transaction goes on without asking
     let req = txn_req(Some("tx"), 5, 0, 1, &[b"c"]);
     assert!(matches!(
-        produce::handle(&table, &mut body(&req, 9), 9, 3, &ANON, 0, &mut logs, None, 0).unwrap(),
+        produce::handle(&table, &mut body(&req, 9), 9, 3, &ANON, 0, &mut logs, None, &mut || 0).unwrap(),
         produce::Outcome::Done(_)
     ));
     assert_eq!(p.log.log_end_offset(), 2);
@@ -1033,7 +1115,7 @@ fn a_follower_session_reads_only_what_changed_and_keeps_its_quiet_partitions_cau
             0,
             &mut Vec::new(),
             None,
-            0,
+            &mut || 0,
         )
         .unwrap();
     };
@@ -1082,9 +1164,17 @@ fn a_follower_session_reads_only_what_changed_and_keeps_its_quiet_partitions_cau
     std::thread::sleep(Duration::from_millis(5));
     let before = now_ms();
     // (a long poll with every partition quiet parks: the session's changes will wake it)
-    let out =
-        fetch::handle(&table, &mut sessions, &mut body(&follower(&[], id, 3, 1), 12), 12, 4, &ANON, &mut Vec::new())
-            .unwrap();
+    let out = fetch::handle(
+        &table,
+        &mut sessions,
+        &mut body(&follower(&[], id, 3, 1), 12),
+        12,
+        4,
+        &ANON,
+        &mut Vec::new(),
+        None,
+    )
+    .unwrap();
     let fetch::Outcome::Wait(idle) = out else { panic!("nothing to read: parked") };
     assert_eq!((idle.waiting_on.len(), idle.partitions()), (0, 2), "nothing read, of a session of 2");
     let (s0, s1) = (caught_up(&p0), caught_up(&p1));
@@ -1109,6 +1199,7 @@ fn a_follower_session_reads_only_what_changed_and_keeps_its_quiet_partitions_cau
         6,
         &ANON,
         &mut Vec::new(),
+        None,
     )
     .unwrap();
     let fetch::Outcome::Wait(mut pending) = out else { panic!("nothing to send: parked") };
@@ -1172,7 +1263,7 @@ fn produce_naming_an_unknown_schema_id_is_held_until_the_registry_caught_up() {
         let mut other = req.topic_data[0].partition_data[0].clone();
         other.index = 1;
         req.topic_data[0].partition_data.push(other);
-        produce::handle(&table, &mut body(&req, 9), 9, 1, &ANON, 0, &mut Vec::new(), None, 0).unwrap()
+        produce::handle(&table, &mut body(&req, 9), 9, 1, &ANON, 0, &mut Vec::new(), None, &mut || 0).unwrap()
     };
     let codes = |out: produce::Outcome| {
         let produce::Outcome::Done(Some(chunks)) = out else { panic!("answered at once") };

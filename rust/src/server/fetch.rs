@@ -125,6 +125,8 @@ pub struct PendingFetch {
     quota: Option<(String, String)>,
     /// The throttle time of the answer (client quotas), once answered.
     pub throttle_ms: i32,
+    /// A consumer under a `request_percentage` quota: its handling time (quota.rs).
+    request_clock: Option<RequestClock>,
     /// A follower's session (the one it opens, for a full request): its changes, read by a
     /// round that reads only loud partitions (`session_changes.rs`).
     changes: Option<Arc<SessionChanges>>,
@@ -142,6 +144,17 @@ pub struct PendingFetch {
     /// again now, which decides again (the copies, or OFFSET_OUT_OF_RANGE). Kafka too checks
     /// a local read's OFFSET_OUT_OF_RANGE against the copies.
     log_start_moved: bool,
+}
+
+/// Kafka's request quota for a consumer's fetch: who, and how long handling it took so far
+/// (each pass: the first from the network thread's read of the frame, a woken one from the
+/// start of its `try_complete`; the time parked is not counted, as in Kafka's purgatory).
+struct RequestClock {
+    user: String,
+    client_id: String,
+    /// The pass under way started then.
+    since: Option<Instant>,
+    spent: Duration,
 }
 
 /// How long a fetch waits for a read of a table's data files (the table as the tier), when
@@ -292,6 +305,8 @@ fn resolve(
     Ok((targets, SessionMode::Incremental { id, epoch }))
 }
 
+/// `request_started`: when serving it began, if a `request_percentage` quota is set (quota.rs).
+#[allow(clippy::too_many_arguments)] // the request, where it came from, and the request quota's clock
 pub fn handle(
     table: &PartitionTable,
     sessions: &mut FetchSessionCache,
@@ -300,6 +315,7 @@ pub fn handle(
     correlation_id: i32,
     caller: &Caller,
     logs: &mut Vec<LogLine>,
+    request_started: Option<Instant>,
 ) -> Result<Outcome, ProtocolError> {
     let peer = caller.peer;
     let req = FetchRequest::decode(r, version)?;
@@ -384,6 +400,13 @@ pub fn handle(
         waiting_on: Vec::new(),
         quota: quota_max.map(|_| (user.to_owned(), caller.client_id.to_owned())),
         throttle_ms: 0,
+        // followers are exempt from the request quota, as in Kafka
+        request_clock: request_started.filter(|_| replica_id < 0).map(|since| RequestClock {
+            user: user.to_owned(),
+            client_id: caller.client_id.to_owned(),
+            since: Some(since),
+            spent: Duration::ZERO,
+        }),
         changes,
         denied,
         session_partitions: match mode {
@@ -597,6 +620,9 @@ impl PendingFetch {
         expired: bool,
         logs: &mut Vec<LogLine>,
     ) -> Result<Option<Vec<Chunk>>, ProtocolError> {
+        if let Some(c) = &mut self.request_clock {
+            c.since.get_or_insert_with(Instant::now);
+        }
         self.take_changed(sessions);
         let follower = self.replica_id >= 0;
         let response_max = u64::try_from(self.max_bytes.max(0)).unwrap_or(0);
@@ -838,6 +864,9 @@ impl PendingFetch {
         self.log_start_moved = log_start_moved;
         if wait_remote || !(total >= min_bytes || errors || nothing_to_wait_on || expired || now >= self.deadline) {
             self.waiting_on = readable;
+            if let Some(c) = &mut self.request_clock {
+                c.spent += c.since.take().map_or(Duration::ZERO, |t| now.saturating_duration_since(t));
+            }
             return Ok(None);
         }
         if let (Some(reader), true) = (table.remote_reader(), remote_served.0 > 0) {
@@ -935,6 +964,13 @@ impl PendingFetch {
         if let Some((user, client_id)) = &self.quota {
             self.throttle_ms =
                 table.client_quotas().record(quota::FETCH, user, client_id, total, super::partition::now_ms());
+        }
+        // Request quota: the time handling it took (the larger throttle is the answer's, as Kafka).
+        if let Some(c) = &mut self.request_clock {
+            let took = c.spent + c.since.take().map_or(Duration::ZERO, |t| now.saturating_duration_since(t));
+            let nanos = u64::try_from(took.as_nanos()).unwrap_or(u64::MAX);
+            let ms = table.client_quotas().record_request(&c.user, &c.client_id, nanos, super::partition::now_ms());
+            self.throttle_ms = self.throttle_ms.max(ms);
         }
         let mut resp =
             FetchResponse { session_id, responses: topics, throttle_time_ms: self.throttle_ms, ..Default::default() };

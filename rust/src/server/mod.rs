@@ -154,10 +154,12 @@ pub enum Event {
 /// What the handlers tell the network thread.
 #[derive(Debug)]
 pub enum Command {
-    /// The answer to the request in flight on `conn` (`None`: no response, e.g. acks=0).
+    /// The answer to the request in flight on `conn` (`None`: no response, e.g. acks=0);
+    /// `throttle_ms` > 0: a request quota's throttle time, the connection muted for it.
     Respond {
         conn: u64,
         chunks: Option<Vec<Chunk>>,
+        throttle_ms: i32,
     },
     /// Serve the Produce `frame` of `conn` again, after its coordinator's `verdicts`.
     ServeVerified {
@@ -329,8 +331,8 @@ impl NetworkServer {
         q.events.drain(..).collect()
     }
 
-    pub fn respond(&self, conn: u64, chunks: Option<Vec<Chunk>>) {
-        self.shared.command(Command::Respond { conn, chunks });
+    pub fn respond(&self, conn: u64, chunks: Option<Vec<Chunk>>, throttle_ms: i32) {
+        self.shared.command(Command::Respond { conn, chunks, throttle_ms });
     }
 
     pub fn serve_verified(&self, conn: u64, frame: Bytes, verdicts: Vec<produce::Verdict>) {

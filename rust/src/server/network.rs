@@ -8,9 +8,10 @@
 //! Parked requests (Fetch long polls, acks=all Produce) wait in `parked` until a partition
 //! wakes them (`Wakeup`) or their deadline passes. Idle connections are closed after
 //! `connections.max.idle.ms`, checked once a second.
-//! Client quotas (`quota.rs`): a Produce or consumer Fetch over its quota is answered with a
-//! throttle time, and the connection's requests are not read until it has passed (KIP-219);
-//! `throttled` holds the muted connections.
+//! Client quotas (`quota.rs`): a Produce or consumer Fetch over its byte-rate or request-time
+//! quota, or a request the handlers answer over its request-time quota (`Command::Respond`'s
+//! `throttle_ms`), is answered with a throttle time, and the connection's requests are not
+//! read until it has passed (KIP-219); `throttled` holds the muted connections.
 
 use std::collections::{HashMap, VecDeque};
 use std::io;
@@ -379,26 +380,34 @@ impl NetworkLoop {
         let principal = principal.unwrap_or_else(|| Arc::from(ANONYMOUS));
         let client_id = header.client_id.as_deref().unwrap_or("");
         let caller = Caller { peer, principal: &principal, listener, client_id, conn: id };
+        // Kafka's request quota: the time handling the request takes, from here (one clock
+        // read pair per request, and none without a `request_percentage` quota).
+        let quotas = table.client_quotas();
+        let request_started = quotas.enabled(quota::REQUEST).then(Instant::now);
         let result: Result<Served, ProtocolError> = if api_key == 0 {
             let now_ms =
                 std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64);
             // Client quotas: the request's bytes count once (not again when a verified
             // request is served a second time).
-            let throttle_ms = match self.conns.get_mut(&id) {
-                Some(c) if verdicts.is_none() => {
-                    c.throttle_ms = table.client_quotas().record(
-                        quota::PRODUCE,
-                        quota::user_of(&principal),
-                        client_id,
-                        frame.len() as u64,
-                        now_ms,
-                    );
-                    c.throttle_ms
+            let user = quota::user_of(&principal);
+            let bytes_throttle_ms = match self.conns.get(&id) {
+                Some(_) if verdicts.is_none() => {
+                    quotas.record(quota::PRODUCE, user, client_id, frame.len() as u64, now_ms)
                 }
                 Some(c) => c.throttle_ms,
                 None => 0,
             };
-            produce::handle(
+            // Called once the partitions are appended to (not for acks=0, exempt as in Kafka):
+            // the larger of the two throttles is the answer's.
+            let mut applied = bytes_throttle_ms;
+            let mut throttle = || {
+                if let Some(t) = request_started {
+                    let nanos = u64::try_from(t.elapsed().as_nanos()).unwrap_or(u64::MAX);
+                    applied = applied.max(quotas.record_request(user, client_id, nanos, now_ms));
+                }
+                applied
+            };
+            let outcome = produce::handle(
                 &table,
                 &mut r,
                 version,
@@ -407,26 +416,37 @@ impl NetworkLoop {
                 now_ms,
                 &mut logs,
                 verdicts,
-                throttle_ms,
-            )
-            .map(|o| match o {
+                &mut throttle,
+            );
+            if let Some(c) = self.conns.get_mut(&id) {
+                c.throttle_ms = applied;
+            }
+            outcome.map(|o| match o {
                 produce::Outcome::Done(chunks) => Served::Now(chunks),
                 produce::Outcome::Wait(p) => Served::Park(Parked::Produce(Box::new(p))),
                 produce::Outcome::Verify(v) => Served::Verify(v),
                 produce::Outcome::CatchUpSchemas(later) => Served::CatchUpSchemas(later),
             })
         } else {
-            fetch::handle(&table, &mut self.sessions, &mut r, version, header.correlation_id, &caller, &mut logs).map(
-                |o| match o {
-                    fetch::Outcome::Done(chunks, throttle_ms) => {
-                        if let Some(c) = self.conns.get_mut(&id) {
-                            c.throttle_ms = throttle_ms;
-                        }
-                        Served::Now(Some(chunks))
-                    }
-                    fetch::Outcome::Wait(f) => Served::Park(Parked::Fetch(f)),
-                },
+            fetch::handle(
+                &table,
+                &mut self.sessions,
+                &mut r,
+                version,
+                header.correlation_id,
+                &caller,
+                &mut logs,
+                request_started,
             )
+            .map(|o| match o {
+                fetch::Outcome::Done(chunks, throttle_ms) => {
+                    if let Some(c) = self.conns.get_mut(&id) {
+                        c.throttle_ms = throttle_ms;
+                    }
+                    Served::Now(Some(chunks))
+                }
+                fetch::Outcome::Wait(f) => Served::Park(Parked::Fetch(f)),
+            })
         };
         for line in logs {
             self.shared.push_event(Event::Log(line));
@@ -620,7 +640,12 @@ impl NetworkLoop {
         let cmds = std::mem::take(&mut *self.shared.commands.lock().unwrap_or_else(std::sync::PoisonError::into_inner));
         for cmd in cmds {
             match cmd {
-                Command::Respond { conn, chunks } => self.finish(conn, chunks),
+                Command::Respond { conn, chunks, throttle_ms } => {
+                    if let Some(c) = self.conns.get_mut(&conn).filter(|c| c.phase == Phase::Handling) {
+                        c.throttle_ms = c.throttle_ms.max(throttle_ms);
+                    }
+                    self.finish(conn, chunks);
+                }
                 Command::ServeVerified { conn, frame, verdicts } => self.serve_verified(conn, frame, &verdicts),
                 Command::ServeCaughtUp { conn } => self.serve_caught_up(conn),
                 Command::Close { conn, reason } => self.close(conn, reason.map(|r| (r, true))),

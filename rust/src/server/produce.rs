@@ -275,8 +275,9 @@ fn partition_response(index: i32, error_code: i16, message: Option<String>) -> P
 }
 
 /// `verdicts`: None on the first pass; the coordinator's answers when a verification
-/// (`Outcome::Verify`) sends the request through again. `throttle_ms`: the client quota's
-/// throttle time (quota.rs), for the response.
+/// (`Outcome::Verify`) sends the request through again. `throttle`: the client quotas'
+/// throttle time (quota.rs) for the response, asked once the partitions are appended to (the
+/// request quota measures the time that took); not asked for acks=0 or a verification.
 #[allow(clippy::too_many_arguments)] // the request, where it came from, and the verification pass
 pub fn handle(
     table: &PartitionTable,
@@ -287,7 +288,7 @@ pub fn handle(
     now_ms: i64,
     logs: &mut Vec<LogLine>,
     verdicts: Option<&[Verdict]>,
-    throttle_ms: i32,
+    throttle: &mut dyn FnMut() -> i32,
 ) -> Result<Outcome, ProtocolError> {
     let mut req = ProduceRequest::decode(r, version)?;
     let peer = caller.peer;
@@ -300,7 +301,7 @@ pub fn handle(
     }
     let verifying = verifies(table, &req, version);
     let acks = req.acks;
-    let mut response = ProduceResponse { throttle_time_ms: throttle_ms, ..Default::default() };
+    let mut response = ProduceResponse::default();
     let mut waits = Vec::new();
     let mut hinted = Vec::new();
     let mut held = Vec::new();
@@ -367,6 +368,7 @@ pub fn handle(
     if acks == 0 && held.is_empty() {
         return Ok(Outcome::Done(None));
     }
+    response.throttle_time_ms = throttle();
     if !hinted.is_empty() {
         response.node_endpoints = table
             .endpoints_of(hinted)

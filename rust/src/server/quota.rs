@@ -1,9 +1,12 @@
-//! Client quotas (KIP-13, KIP-55): produce and fetch byte rates per (user, client id),
-//! measured and enforced in the network thread, where Produce and Fetch are served.
+//! Client quotas (KIP-13, KIP-55, KIP-124): produce and fetch byte rates and request time
+//! per (user, client id), measured and enforced in the network thread, where Produce and
+//! Fetch are served (the Python handlers record their requests' time through `record_request`
+//! and the network thread mutes the connection as for the others).
 //!
 //! Configuration (pushed whole by the control plane, python/logbroker/broker/quotas.py, each
 //! time the metadata image's client quotas change; `set_quotas`): a list of quota entities,
-//! each with an optional `producer_byte_rate` and `consumer_byte_rate` (bytes per second).
+//! each with an optional `producer_byte_rate` and `consumer_byte_rate` (bytes per second) and
+//! `request_percentage` (percent of one thread's time: 100 is one thread all the time).
 //! An entity is Kafka's: a user component, a client-id component or both, each a name or
 //! the default (`<default>`, `None` here). Which entity applies to a request by user `u`
 //! (the principal's name, `ANONYMOUS` on a PLAINTEXT listener) with client id `c` is
@@ -29,12 +32,21 @@
 //! oldest window started, counted as at least `(num - 1) * window` (so a first burst is not
 //! divided by a few milliseconds).
 //!
+//! Request time (Kafka's ClientRequestQuotaManager): a request's handling time in
+//! nanoseconds is recorded as `ns * 100 / 1e9` (percent-seconds), so the rate is the percent
+//! of one thread the client kept busy over the windows. Exempt, as in Kafka: follower fetches,
+//! acks=0 produces, cluster actions and the controller listener's requests (the callers
+//! decide; broker/dispatch.py for the Python side).
+//!
 //! Throttling (Kafka's QuotaUtils.throttleTime): after recording, a rate `r` above the quota
 //! `q` gives `throttle = (r - q) / q * window span` milliseconds, the time it takes the
-//! average to come back to the quota, here capped at `num * window`. The response carries
-//! it in `throttle_time_ms`, and the network thread stops reading the connection's requests
-//! for that long once the response is queued (KIP-219). A fetch response is capped to what
-//! the quota allows in `(num - 1)` windows (Kafka's getMaxValueInQuotaWindow).
+//! average to come back to the quota, here capped at `num * window` for byte rates and at
+//! one window for request time (Kafka's boundedThrottleTime with `quota.window.size.seconds`).
+//! The response carries it in `throttle_time_ms` (the larger of the byte-rate and
+//! request-time throttles when both apply, as Kafka), and the network thread stops reading
+//! the connection's requests for that long once the response is queued (KIP-219). A fetch
+//! response is capped to what the quota allows in `(num - 1)` windows (Kafka's
+//! getMaxValueInQuotaWindow).
 //!
 //! Invariants: the sensors are only touched by the network thread (the lock is never
 //! contended by it); a sensor not written to for `num * window` holds nothing and is
@@ -47,7 +59,10 @@ use std::sync::{Mutex, PoisonError, RwLock};
 /// Quota types (index into the per-type tables).
 pub const PRODUCE: usize = 0;
 pub const FETCH: usize = 1;
-const TYPES: usize = 2;
+pub const REQUEST: usize = 2;
+const TYPES: usize = 3;
+/// Nanoseconds of request time to percent-seconds (Kafka's NanosToPercentagePerSecond).
+const NANOS_TO_PERCENT_SECONDS: f64 = 100.0 / 1e9;
 
 /// Kafka's entity types.
 pub const USER: &str = "user";
@@ -71,19 +86,20 @@ pub struct Entity {
     pub client_id: Component,
 }
 
-/// The quotas of one entity, bytes per second.
+/// The quotas of one entity: bytes per second, and percent of one thread.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct Limits {
     pub producer_byte_rate: Option<f64>,
     pub consumer_byte_rate: Option<f64>,
+    pub request_percentage: Option<f64>,
 }
 
 impl Limits {
     fn of(&self, kind: usize) -> Option<f64> {
-        if kind == PRODUCE {
-            self.producer_byte_rate
-        } else {
-            self.consumer_byte_rate
+        match kind {
+            PRODUCE => self.producer_byte_rate,
+            FETCH => self.consumer_byte_rate,
+            _ => self.request_percentage,
         }
     }
 }
@@ -151,7 +167,7 @@ impl Rate {
         elapsed.max(1)
     }
 
-    /// Bytes per second now, and the window size it was measured over (ms).
+    /// The rate per second now, and the window size it was measured over (ms).
     fn measure(&mut self, now_ms: i64, num: usize, window_ms: i64) -> (f64, i64) {
         let size = self.window_size_ms(now_ms, num, window_ms);
         let total: f64 = self.windows.iter().map(|w| w.value).sum();
@@ -163,13 +179,13 @@ impl Rate {
 struct Config {
     window_num: usize,
     window_ms: i64,
-    /// Per quota type: entity -> bytes per second (only entities with that type's key).
+    /// Per quota type: entity -> its quota (only entities with that type's key).
     quotas: [HashMap<Entity, f64>; TYPES],
 }
 
 impl Default for Config {
     fn default() -> Self {
-        Config { window_num: 11, window_ms: 1000, quotas: [HashMap::new(), HashMap::new()] }
+        Config { window_num: 11, window_ms: 1000, quotas: [HashMap::new(), HashMap::new(), HashMap::new()] }
     }
 }
 
@@ -243,7 +259,7 @@ impl ClientQuotas {
         order.into_iter().find_map(|(e, scope)| table.get(&e).map(|&q| (q, scope)))
     }
 
-    /// The quota (bytes per second) that applies, if any.
+    /// The quota (bytes per second, or percent for REQUEST) that applies, if any.
     pub fn quota_for(&self, kind: usize, user: &str, client_id: &str) -> Option<f64> {
         if !self.enabled(kind) {
             return None;
@@ -266,6 +282,20 @@ impl ClientQuotas {
         if !self.enabled(kind) {
             return 0;
         }
+        self.record_value(kind, user, client_id, bytes as f64, now_ms)
+    }
+
+    /// Records `nanos` of request handling time for `user`/`client_id` at `now_ms` (Kafka's
+    /// request quota); the throttle time (ms, at most one window; 0 within the quota or
+    /// without one).
+    pub fn record_request(&self, user: &str, client_id: &str, nanos: u64, now_ms: i64) -> i32 {
+        if !self.enabled(REQUEST) {
+            return 0;
+        }
+        self.record_value(REQUEST, user, client_id, nanos as f64 * NANOS_TO_PERCENT_SECONDS, now_ms)
+    }
+
+    fn record_value(&self, kind: usize, user: &str, client_id: &str, value: f64, now_ms: i64) -> i32 {
         let c = self.config.read().unwrap_or_else(PoisonError::into_inner);
         let Some((quota, scope)) = Self::resolve(&c.quotas[kind], user, client_id) else { return 0 };
         let (num, window_ms) = (c.window_num, c.window_ms);
@@ -283,12 +313,13 @@ impl ClientQuotas {
             self.last_purge_ms.store(u64::try_from(now_ms).unwrap_or(0), Ordering::Relaxed);
         }
         let rate = sensors.entry((kind, tags.0, tags.1)).or_default();
-        rate.record(bytes as f64, now_ms, num, window_ms);
+        rate.record(value, now_ms, num, window_ms);
         let (observed, size_ms) = rate.measure(now_ms, num, window_ms);
         if observed <= quota || quota <= 0.0 {
             return 0;
         }
-        let throttle = ((observed - quota) / quota * size_ms as f64).round().min(span as f64).max(0.0) as i32;
+        let cap = if kind == REQUEST { window_ms } else { span };
+        let throttle = ((observed - quota) / quota * size_ms as f64).round().min(cap as f64).max(0.0) as i32;
         if throttle > 0 {
             self.stats[kind].throttled.fetch_add(1, Ordering::Relaxed);
             self.stats[kind].throttle_ms.fetch_add(u64::try_from(throttle).unwrap_or(0), Ordering::Relaxed);
@@ -296,9 +327,10 @@ impl ClientQuotas {
         throttle
     }
 
-    /// Per quota type (produce, fetch): throttled responses and their total throttle time (ms).
+    /// Per quota type (produce, fetch, request): throttled responses and their total
+    /// throttle time (ms).
     pub fn stats(&self) -> [(u64, u64); TYPES] {
-        [PRODUCE, FETCH].map(|k| {
+        [PRODUCE, FETCH, REQUEST].map(|k| {
             (self.stats[k].throttled.load(Ordering::Relaxed), self.stats[k].throttle_ms.load(Ordering::Relaxed))
         })
     }
@@ -327,7 +359,7 @@ mod tests {
     }
 
     fn produce(rate: f64) -> Limits {
-        Limits { producer_byte_rate: Some(rate), consumer_byte_rate: None }
+        Limits { producer_byte_rate: Some(rate), ..Limits::default() }
     }
 
     #[test]
@@ -369,8 +401,8 @@ mod tests {
         assert!(q.record(PRODUCE, "v", "c", 1000, 1) > 0);
         // after the whole span everything has aged out
         assert_eq!(q.record(PRODUCE, "u", "c", 1000, 12_000), 0);
-        let [(n, ms), (f, _)] = q.stats();
-        assert_eq!((n, f), (2, 0));
+        let [(n, ms), (f, _), (r, _)] = q.stats();
+        assert_eq!((n, f, r), (2, 0, 0));
         assert!(ms >= 1000);
     }
 
@@ -378,10 +410,29 @@ mod tests {
     fn throttle_is_capped_at_the_span_and_fetch_is_capped() {
         let q = ClientQuotas::new();
         q.configure(11, 1000);
-        q.set_quotas(&[(entity("*", "-"), Limits { producer_byte_rate: None, consumer_byte_rate: Some(100.0) })]);
+        q.set_quotas(&[(entity("*", "-"), Limits { consumer_byte_rate: Some(100.0), ..Limits::default() })]);
         assert_eq!(q.record(FETCH, "anyone", "x", 1_000_000, 5), 11_000);
         assert_eq!(q.max_value_in_window(FETCH, "anyone", "x"), Some(1000.0));
         assert_eq!(q.max_value_in_window(PRODUCE, "anyone", "x"), None);
+    }
+
+    #[test]
+    fn request_time_is_a_percentage_of_a_thread_capped_at_one_window() {
+        let q = ClientQuotas::new();
+        q.configure(11, 1000);
+        q.set_quotas(&[(entity("-", "busy"), Limits { request_percentage: Some(10.0), ..Limits::default() })]);
+        assert!(q.enabled(REQUEST) && !q.enabled(PRODUCE));
+        // 1 s of handling in 10 s of windows is 10% of a thread: at the quota
+        assert_eq!(q.record_request("u", "busy", 1_000_000_000, 0), 0);
+        // 0.1 s more: 11%, 10% over: 10% of the 10 s window size
+        assert_eq!(q.record_request("u", "busy", 100_000_000, 0), 1000);
+        // far over: Kafka bounds a request throttle to one window
+        assert_eq!(q.record_request("u", "busy", 50_000_000_000, 1), 1000);
+        // another client id has no request quota, and byte rates are not involved
+        assert_eq!(q.record_request("u", "idle", 50_000_000_000, 1), 0);
+        assert_eq!(q.record(PRODUCE, "u", "busy", 1 << 30, 1), 0);
+        let [_, _, (r, ms)] = q.stats();
+        assert_eq!((r, ms), (2, 2000));
     }
 
     #[test]

@@ -5,9 +5,11 @@ An entity is Kafka's: a `user` component, a `client-id` component or both, each 
 None for the default (`<default>`). In the image (`MetadataImage.client_quotas`) an entity
 is a `QuotaEntity`, a sorted tuple of (type, name) pairs, mapped to {key: value}; an entity
 with no key left has no entry. The keys logbroker enforces (rust/src/server/quota.rs) are
-`producer_byte_rate` and `consumer_byte_rate` (bytes per second, whole numbers, above 0).
-Kafka's other keys are refused by name: `request_percentage` and `controller_mutation_rate`
-are not enforced here, and `ip` entities (`connection_creation_rate`) are not supported.
+`producer_byte_rate` and `consumer_byte_rate` (bytes per second: Kafka's LONG keys, whole
+numbers above 0) and `request_percentage` (percent of one thread's time, KIP-124: Kafka's
+DOUBLE key, any number above 0). Kafka's other keys are refused by name:
+`controller_mutation_rate` is not enforced here, and `ip` entities (`connection_creation_rate`)
+are not supported.
 """
 
 from __future__ import annotations
@@ -19,8 +21,10 @@ CLIENT_ID = "client-id"
 IP = "ip"
 PRODUCER_BYTE_RATE = "producer_byte_rate"
 CONSUMER_BYTE_RATE = "consumer_byte_rate"
-KEYS = (PRODUCER_BYTE_RATE, CONSUMER_BYTE_RATE)
-NOT_ENFORCED = ("request_percentage", "controller_mutation_rate")
+REQUEST_PERCENTAGE = "request_percentage"
+KEYS = (PRODUCER_BYTE_RATE, CONSUMER_BYTE_RATE, REQUEST_PERCENTAGE)
+DOUBLE_KEYS = (REQUEST_PERCENTAGE,)  # Kafka's ConfigDef.Type.DOUBLE: no LONG bound, fractions allowed
+NOT_ENFORCED = ("controller_mutation_rate",)
 LONG_MAX = 2**63 - 1
 
 # DescribeClientQuotas match types
@@ -79,8 +83,10 @@ def validate_value(entity: QuotaEntity, key: str, value: float) -> None:
         raise QuotaError(
             ErrorCode.INVALID_REQUEST, f"Invalid configuration key {key} ({where}; supported: {', '.join(KEYS)})"
         )
-    if not value > 0.0:  # NaN too
+    if not value > 0.0:  # NaN too (Kafka lets a NaN request_percentage through; it could never be met)
         raise QuotaError(ErrorCode.INVALID_REQUEST, f"Quota {key} must be greater than 0 ({where}: {value})")
+    if key in DOUBLE_KEYS:
+        return
     if value > LONG_MAX:
         raise QuotaError(ErrorCode.INVALID_REQUEST, f"Proposed value for {key} is too large for a LONG ({where})")
     if abs(value % 1.0) > 1e-6:
