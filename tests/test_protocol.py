@@ -48,7 +48,9 @@ def frame(chunks) -> bytes:
 
 def test_registry():
     assert set(REQUESTS) == set(RESPONSES) == set(API_NAMES)
-    assert len(REQUESTS) == 77  # + CreateDelegationToken .. DescribeDelegationToken (38-41)
+    assert len(REQUESTS) == 82  # + CreateDelegationToken .. DescribeDelegationToken (38-41), and from Kafka 4.4's
+    # definitions UnregisterBroker (64), StreamsGroupHeartbeat (88), StreamsGroupDescribe (89), the topology
+    # description update (93) and UnregisterController (94)
     assert API_NAMES[34] == "AlterReplicaLogDirs"  # JBOD moves
     assert API_NAMES[0] == "Produce" and API_NAMES[18] == "ApiVersions" and API_NAMES[42] == "DeleteGroups"
     assert API_NAMES[55] == "DescribeQuorum" and API_NAMES[63] == "BrokerHeartbeat"  # the cluster's own

@@ -176,15 +176,20 @@ def test_populated_roundtrip(cls, version):
 
 
 def test_case_count():
-    # 56 APIs x 2 plus the two headers, every version in their ranges
-    assert len(MESSAGES) == 156
+    # 82 APIs x 2 plus the two headers, every version in their ranges
+    assert len(MESSAGES) == 166
     assert len(
         CASES
     ) == 402 + 2 * 3 + 2 * 2 + 2 * 4 + 2 * 3 + 2 * 2 + 2 * 1 + 2 * 5 + 2 * 1 + 2 * 2 + 2 * 10 + 2 * 7 + (
         2 * 3 * 3 + 2 * 2 * 2 + 2 * 2 * 1
-    ) + 2 * (3 + 2 + 1 + 1) + 2 * 1 + 2 * 1 + 2 * (2 + 1 + 1) + 2 * 2 + 2 * (
-        3 + 2 + 2 + 3
-    )  # the delegation-token APIs: Create v1-3, Renew v1-2, Expire v1-2, Describe v1-3
+    ) + 2 * (3 + 2 + 1 + 1) + 2 * 1 + 2 * 1 + 2 * (2 + 1 + 1) + 2 * 2 + 2 * (3 + 2 + 2 + 3) + 2 * (
+        2 + 2 + 1 + 1 + 1
+    ) + 2 * (
+        1 + 1 + 1 + 1 - 1 + 1 + 1 + 1 - 2 + 1
+    )  # Kafka 4.4's definitions: the streams-group APIs 88 v0-1, 89 v0-1, 93 v0, UnregisterBroker and
+    # UnregisterController v0; ApiVersions v5, DeleteGroups v3, ListOffsets v11, TxnOffsetCommit v6, DescribeLogDirs
+    # v0 gone and v5 new, ListTransactions v2, WriteTxnMarkers v2, AlterPartition v0-1 gone, BrokerHeartbeat v2
+    # + the delegation-token APIs: Create v1-3, Renew v1-2, Expire v1-2, Describe v1-3
     # + DescribeQuorum v0-2, BrokerHeartbeat v0-1, AlterPartition v0-3, ElectLeaders v0-2,
     # AlterPartitionReassignments v0-1, ListPartitionReassignments v0, DescribeLogDirs v0-4,
     # DescribeTransactions v0, ListTransactions v0-1, and the share-group APIs: ShareGroupHeartbeat v1,

@@ -150,7 +150,7 @@ def test_txn_offset_commit_checks_the_member(broker):
             group_id="g-to",
             producer_id=pid,
             producer_epoch=epoch,
-            generation_id=3,
+            generation_id_or_member_epoch=3,
             member_id="ghost",
             topics=[
                 TxnOffsetCommit.TxnOffsetCommitRequestTopic(

@@ -11,6 +11,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
 
 from confluent_kafka import Consumer, Producer, TopicPartition
@@ -102,7 +103,7 @@ def test_api_versions_finalizes_transaction_version_2(broker):
         assert r.finalized_features_epoch > 0  # the metadata-log index of the levels (tests/test_features.py)
         assert {f.name: f.max_version_level for f in r.finalized_features}["transaction.version"] == 2
         keys = {k.api_key: (k.min_version, k.max_version) for k in r.api_keys}
-        assert keys[0][1] >= 12 and keys[24] == (0, 5) and keys[26] == (0, 5) and keys[28] == (0, 5)
+        assert keys[0][1] >= 12 and keys[24] == (0, 5) and keys[26] == (0, 5) and keys[28] == (0, 6)
 
 
 def test_transaction_version_key_sets_the_bootstrap_level(tmp_path):
@@ -215,7 +216,7 @@ def test_txn_offset_commit_v5_adds_the_offsets_partition(broker):
             group_id="g2o",
             producer_id=pid,
             producer_epoch=epoch,
-            generation_id=-1,
+            generation_id_or_member_epoch=-1,
             member_id="",
             group_instance_id=None,
             topics=[
@@ -242,7 +243,7 @@ def test_txn_offset_commit_v5_adds_the_offsets_partition(broker):
                         "transactional_id",
                         "group_id",
                         "producer_id",
-                        "generation_id",
+                        "generation_id_or_member_epoch",
                         "member_id",
                         "group_instance_id",
                         "topics",
@@ -252,11 +253,35 @@ def test_txn_offset_commit_v5_adds_the_offsets_partition(broker):
             }
         )
         assert c.request(28, 5, stale).topics[0].partitions[0].error_code == ErrorCode.PRODUCER_FENCED
+        # v6 names topics by id (KIP-1319): the topic's id commits, an id no topic has is
+        # UNKNOWN_TOPIC_ID and commits nothing
+        Metadata = REQUESTS[3]
+        meta = c.request(3, 12, Metadata(topics=[Metadata.MetadataRequestTopic(name="v2o")]))
+        topic_id = meta.topics[0].topic_id
+        by_id = TxnOffsetCommit(
+            **{k: getattr(req, k) for k in ("transactional_id", "group_id", "producer_id", "producer_epoch")},
+            topics=[
+                TxnOffsetCommit.TxnOffsetCommitRequestTopic(
+                    topic_id=tid,
+                    partitions=[
+                        TxnOffsetCommit.TxnOffsetCommitRequestPartition(
+                            partition_index=0, committed_offset=9, committed_leader_epoch=-1, committed_metadata=""
+                        )
+                    ],
+                )
+                for tid in (topic_id, uuid.uuid4())
+            ],
+        )
+        resp = c.request(28, 6, by_id)
+        assert [(t.topic_id, t.partitions[0].error_code) for t in resp.topics] == [
+            (topic_id, ErrorCode.NONE),
+            (by_id.topics[1].topic_id, ErrorCode.UNKNOWN_TOPIC_ID),
+        ], resp
         assert end_v5(c, "t2o", pid, epoch, True).error_code == ErrorCode.NONE
         wait_state(c, "t2o", "CompleteCommit")
     g = Consumer({"bootstrap.servers": bs, "group.id": "g2o"})
     try:
-        assert g.committed([TopicPartition("v2o", 0)], timeout=10)[0].offset == 7
+        assert g.committed([TopicPartition("v2o", 0)], timeout=10)[0].offset == 9
     finally:
         g.close()
 

@@ -163,7 +163,7 @@ fn compacted_topic_refuses_keyless_records() {
         matches!(&e, LogError::InvalidRecord { reason, .. } if reason.contains("coordinator")),
         "clients may not write markers: {e}"
     );
-    log.append_end_txn_marker(7, 0, EndTxnMarker { commit: true, coordinator_epoch: 0 }, 0, 0).unwrap();
+    log.append_end_txn_marker(7, 0, EndTxnMarker { commit: true, coordinator_epoch: 0 }, 0, 0, 0).unwrap();
     // Under delete, keyless records are fine.
     let dir = tempfile::tempdir().unwrap();
     let log = open(dir.path(), LogConfig::default());
@@ -384,7 +384,7 @@ fn read_records_limits_and_control_batches() {
     let log = open(dir.path(), LogConfig::default());
     log.append_records_as_leader(&[(Some(b"a".to_vec()), Some(b"1".to_vec())), (None, None)], 0, 7, Codec::Zstd)
         .unwrap();
-    log.append_end_txn_marker(7, 0, EndTxnMarker { commit: true, coordinator_epoch: 0 }, 0, 8).unwrap();
+    log.append_end_txn_marker(7, 0, EndTxnMarker { commit: true, coordinator_epoch: 0 }, 0, 0, 8).unwrap();
     log.append_records_as_leader(&[(Some(b"b".to_vec()), Some(b"2".to_vec()))], 0, 9, Codec::Gzip).unwrap();
     let got = log.read_records(0, None, None).unwrap();
     let view: Vec<_> = got.iter().map(|r| (r.offset, r.timestamp, r.key.as_deref(), r.value.as_deref())).collect();
@@ -434,7 +434,7 @@ fn txn_put(log: &Log, pid: i64, seq: i32, kvs: &[(&str, &str)], now: i64) -> i64
 }
 
 fn end_txn(log: &Log, pid: i64, commit: bool, now: i64) {
-    log.append_end_txn_marker(pid, 0, EndTxnMarker { commit, coordinator_epoch: 0 }, 0, now).unwrap();
+    log.append_end_txn_marker(pid, 0, EndTxnMarker { commit, coordinator_epoch: 0 }, 0, 0, now).unwrap();
     log.update_high_watermark(log.log_end_offset());
 }
 

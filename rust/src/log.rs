@@ -649,14 +649,35 @@ impl Log {
     /// closes the producer's open transaction here (an ABORT enters the aborted-transaction
     /// index) and moves the last stable offset. A stale producer epoch is
     /// `InvalidProducerEpoch`, a stale coordinator epoch `CoordinatorFenced`.
+    ///
+    /// `transaction_version` is the marker's (WriteTxnMarkers v2, KIP-1228). Under
+    /// transactions v2 the coordinator bumps the epoch to end each transaction, so a marker
+    /// carries an epoch above its transaction's batches: one at the producer's current epoch
+    /// while a transaction of that epoch is open here is a stale marker of an earlier
+    /// transaction, refused (`InvalidProducerEpoch`) rather than let it close the new one. At
+    /// that epoch with nothing open it is a retry of the marker already written, and harmless.
     pub fn append_end_txn_marker(
         &self,
         producer_id: i64,
         producer_epoch: i16,
         marker: EndTxnMarker,
+        transaction_version: i8,
         leader_epoch: i32,
         now_ms: i64,
     ) -> Result<AppendResult> {
+        if transaction_version >= 2 {
+            let g = self.lock();
+            if let Some(e) = g.producers.get(producer_id) {
+                if e.epoch == producer_epoch && e.current_txn_first_offset >= 0 {
+                    return Err(self.err(LogError::InvalidProducerEpoch {
+                        tp: Tp::default(),
+                        producer_id,
+                        current: e.epoch,
+                        received: producer_epoch,
+                    }));
+                }
+            }
+        }
         let batch = marker.to_batch(producer_id, producer_epoch, now_ms);
         self.append_as_leader_from(batch, leader_epoch, now_ms, AppendOrigin::Coordinator, None)
     }

@@ -766,10 +766,10 @@ fn transactional_log(log: &Log) {
     log.update_high_watermark(log.log_end_offset());
     assert_eq!(log.last_stable_offset(), 2, "the LSO stops at the oldest open transaction");
     assert_eq!(log.ongoing_transactions(), vec![(2, 7), (4, 8)]);
-    log.append_end_txn_marker(7, 0, marker(false), 0, 1_000).unwrap();
+    log.append_end_txn_marker(7, 0, marker(false), 0, 0, 1_000).unwrap();
     log.update_high_watermark(log.log_end_offset());
     assert_eq!(log.last_stable_offset(), 4);
-    log.append_end_txn_marker(8, 0, marker(true), 0, 1_000).unwrap();
+    log.append_end_txn_marker(8, 0, marker(true), 0, 0, 1_000).unwrap();
     assert_eq!(log.last_stable_offset(), 9, "no open transaction: the LSO is the HW");
     log.update_high_watermark(log.log_end_offset());
     assert_eq!(log.last_stable_offset(), 10);
@@ -822,10 +822,33 @@ fn clients_cannot_write_markers_and_a_plain_batch_cannot_enter_an_open_transacti
     assert!(matches!(e, LogError::InvalidTxnState { producer_id: 7, .. }) && e.to_string().contains("t-0"), "{e}");
     assert_eq!(log.log_end_offset(), 1, "nothing written");
     // A stale coordinator's marker is fenced once a newer one wrote.
-    log.append_end_txn_marker(7, 0, EndTxnMarker { commit: true, coordinator_epoch: 3 }, 0, 1_000).unwrap();
+    log.append_end_txn_marker(7, 0, EndTxnMarker { commit: true, coordinator_epoch: 3 }, 0, 0, 1_000).unwrap();
     let e =
-        log.append_end_txn_marker(7, 0, EndTxnMarker { commit: false, coordinator_epoch: 2 }, 0, 1_000).unwrap_err();
+        log.append_end_txn_marker(7, 0, EndTxnMarker { commit: false, coordinator_epoch: 2 }, 0, 0, 1_000).unwrap_err();
     assert!(matches!(e, LogError::CoordinatorFenced { current: 3, received: 2, .. }), "{e}");
+}
+
+#[test]
+fn transactions_v2_marker_at_the_open_epoch_is_refused() {
+    // KIP-1228: under transactions v2 a transaction of epoch 4 ends with a marker of epoch 5.
+    let dir = tempfile::tempdir().unwrap();
+    let log = Log::open(dir.path(), "t", 0, small(1 << 20), None, 0).unwrap();
+    let commit = EndTxnMarker { commit: true, coordinator_epoch: 0 };
+    log.append_as_leader(txn_batch(7, 4, 0, 1), 0, 1_000).unwrap();
+    // a stale v2 marker at the open transaction's own epoch would close it: refused, nothing written
+    let e = log.append_end_txn_marker(7, 4, commit, 2, 0, 1_000).unwrap_err();
+    assert!(
+        matches!(e, LogError::InvalidProducerEpoch { current: 4, received: 4, .. }) && e.to_string().contains("t-0"),
+        "{e}"
+    );
+    assert_eq!((log.log_end_offset(), log.last_stable_offset().min(0)), (1, 0));
+    // the same marker under transactions v1 closes it, as before
+    log.append_end_txn_marker(7, 4, commit, 0, 0, 1_000).unwrap();
+    // v2: the bumped epoch closes the next one, and a retry of it (nothing open) is harmless
+    log.append_as_leader(txn_batch(7, 4, 1, 1), 0, 1_000).unwrap();
+    log.append_end_txn_marker(7, 5, commit, 2, 0, 1_000).unwrap();
+    log.append_end_txn_marker(7, 5, commit, 2, 0, 1_000).unwrap();
+    assert_eq!(log.log_end_offset(), 5);
 }
 
 #[test]

@@ -386,7 +386,7 @@ class TransactionManager:
                 group_id=group_id,
                 producer_id=self.core.producer_id,
                 producer_epoch=self.core.producer_epoch,
-                generation_id=generation_id if v >= 3 else -1,
+                generation_id_or_member_epoch=generation_id if v >= 3 else -1,
                 member_id=member_id if v >= 3 else "",
                 group_instance_id=instance_id if v >= 3 else None,
                 topics=[cls.TxnOffsetCommitRequestTopic(name=t, partitions=ps) for t, ps in topics.items()],

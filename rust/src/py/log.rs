@@ -260,10 +260,19 @@ impl PyLog {
         coordinator_epoch: i32,
         leader_epoch: i32,
         now_ms: i64,
+        transaction_version: i8,
     ) -> PyResult<PyAppendResult> {
         let marker = EndTxnMarker { commit, coordinator_epoch };
-        let r = py
-            .enter_core(|| self.log.append_end_txn_marker(producer_id, producer_epoch, marker, leader_epoch, now_ms))?;
+        let r = py.enter_core(|| {
+            self.log.append_end_txn_marker(
+                producer_id,
+                producer_epoch,
+                marker,
+                transaction_version,
+                leader_epoch,
+                now_ms,
+            )
+        })?;
         Ok(PyAppendResult(r))
     }
 

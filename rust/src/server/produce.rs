@@ -42,6 +42,7 @@
 //! once; one whose ISR shrank below `min.insync.replicas` by the time the HW covers the
 //! batch answers NOT_ENOUGH_REPLICAS_AFTER_APPEND (written, but not as durable as asked).
 
+use std::fmt::Write as _;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -62,7 +63,9 @@ use crate::protocol::messages::produce_response::{
 use crate::protocol::{Chunk, ProtocolError, Reader, Records};
 
 pub const MIN_VERSION: i16 = 3;
-pub const MAX_VERSION: i16 = 12;
+pub const MAX_VERSION: i16 = 13;
+/// From v13 topics are named by id (KIP-516): `name_topics` gives each its name.
+const TOPIC_ID_VERSION: i16 = 13;
 /// The first version of transactions v2 (the leader adds partitions to transactions).
 pub const TRANSACTION_V2_VERSION: i16 = 12;
 
@@ -292,8 +295,10 @@ pub fn handle(
 ) -> Result<Outcome, ProtocolError> {
     let mut req = ProduceRequest::decode(r, version)?;
     let peer = caller.peer;
+    let unknown_ids = if version >= TOPIC_ID_VERSION { name_topics(table, &mut req) } else { Vec::new() };
     // the denials are logged once, on the first pass (not again when a verified request comes back)
-    let refusals = refuse_unauthorized(table, &mut req, caller, verdicts.is_none().then_some(&mut *logs));
+    let mut refusals = refuse_unauthorized(table, &mut req, caller, verdicts.is_none().then_some(&mut *logs));
+    refusals.extend(unknown_ids);
     if verdicts.is_none() {
         if let Some(v) = to_verify(table, &req, version) {
             return Ok(Outcome::Verify(v));
@@ -306,7 +311,7 @@ pub fn handle(
     let mut hinted = Vec::new();
     let mut held = Vec::new();
     for (ti, topic) in req.topic_data.into_iter().enumerate() {
-        let mut out = TopicProduceResponse { name: topic.name.clone(), ..Default::default() };
+        let mut out = TopicProduceResponse { name: topic.name.clone(), topic_id: topic.topic_id, ..Default::default() };
         for pdata in topic.partition_data {
             let idx = pdata.index;
             let name = &topic.name;
@@ -432,6 +437,34 @@ fn complete(mut pending: PendingProduce, acks: i16) -> Result<Outcome, ProtocolE
     }
 }
 
+/// v13+: each topic's name from the image for its id; the topics whose id no topic has leave
+/// the request, and their answers (UNKNOWN_TOPIC_ID per partition) are returned.
+fn name_topics(table: &PartitionTable, req: &mut ProduceRequest) -> Vec<TopicProduceResponse> {
+    let mut unknown = Vec::new();
+    req.topic_data.retain_mut(|topic| {
+        if let Some(name) = table.topic_name(&topic.topic_id) {
+            topic.name = name;
+            return true;
+        }
+        let hex = topic.topic_id.iter().fold(String::with_capacity(32), |mut h, b| {
+            let _ = write!(h, "{b:02x}");
+            h
+        });
+        let why = format!("no topic has id {hex}");
+        unknown.push(TopicProduceResponse {
+            topic_id: topic.topic_id,
+            partition_responses: topic
+                .partition_data
+                .iter()
+                .map(|p| partition_response(p.index, code::UNKNOWN_TOPIC_ID, Some(why.clone())))
+                .collect(),
+            ..Default::default()
+        });
+        false
+    });
+    unknown
+}
+
 /// ACLs: WRITE on the transactional id, then on each topic, checked before the topic's
 /// existence as Kafka does (a denied caller learns nothing about it). The denied topics
 /// leave the request; their answers (TRANSACTIONAL_ID_AUTHORIZATION_FAILED or
@@ -469,6 +502,7 @@ fn refuse_unauthorized(
         };
         refusals.push(TopicProduceResponse {
             name: topic.name.clone(),
+            topic_id: topic.topic_id,
             partition_responses: topic
                 .partition_data
                 .iter()

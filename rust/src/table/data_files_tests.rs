@@ -76,7 +76,7 @@ pub(super) fn append(log: &Log, n: usize, ts_ms: i64, pid: Option<i64>) -> i64 {
 }
 
 pub(super) fn end_txn(log: &Log, pid: i64, commit: bool) {
-    log.append_end_txn_marker(pid, 0, EndTxnMarker { commit, coordinator_epoch: 0 }, 0, 0).unwrap();
+    log.append_end_txn_marker(pid, 0, EndTxnMarker { commit, coordinator_epoch: 0 }, 0, 0, 0).unwrap();
     log.update_high_watermark(log.log_end_offset());
 }
 

@@ -11,18 +11,50 @@ transaction.version is 2.
 KIP-511: a client may send a newer ApiVersions than we know; the server answers with
 a v0 response carrying UNSUPPORTED_VERSION and our ApiVersions range, and the client
 retries at a version we serve (see server.py).
+
+KIP-1242 (v5): a client that knows which node of which cluster it means to reach sends both
+ids. A cluster id that is not this cluster's, or a node id that is not this node's, is a
+misrouted connection (DNS or a load balancer sent it elsewhere): REBOOTSTRAP_REQUIRED and no
+API keys, so the client goes back to its bootstrap servers. A node id without a cluster id is
+INVALID_REQUEST, as Kafka answers.
 """
 
 from __future__ import annotations
 
+import logging
+
 from logbroker.coord.metadata.feature_control import SUPPORTED, finalized
+from logbroker.log_format import fields
 from logbroker.protocol import RESPONSES, ErrorCode
 
 API_KEY = 18
 MIN_VERSION = 0
-MAX_VERSION = 4
+MAX_VERSION = 5
 
 Response = RESPONSES[API_KEY]
+
+log = logging.getLogger("logbroker.api_versions")
+
+
+def _misrouted(ctx, request) -> int:
+    """KIP-1242's check (v5): NONE, INVALID_REQUEST or REBOOTSTRAP_REQUIRED."""
+    if ctx.version < 5:
+        return ErrorCode.NONE
+    if request.cluster_id is None:
+        return ErrorCode.INVALID_REQUEST if request.node_id != -1 else ErrorCode.NONE
+    ours = ctx.controller.image.cluster_id
+    if request.cluster_id == ours and request.node_id == ctx.broker.node_id:
+        return ErrorCode.NONE
+    log.info(
+        "ApiVersions from %s: it expects node %d of cluster %s, this is node %d of cluster %s: REBOOTSTRAP_REQUIRED",
+        ctx.peer,
+        request.node_id,
+        request.cluster_id,
+        ctx.broker.node_id,
+        ours,
+        extra=fields(peer=ctx.peer),
+    )
+    return ErrorCode.REBOOTSTRAP_REQUIRED
 
 
 def _api_keys(ctx) -> list:
@@ -41,6 +73,9 @@ def unsupported_version_response():
 
 
 async def handle(ctx, request):
+    refused = _misrouted(ctx, request)
+    if refused:
+        return Response(error_code=refused, api_keys=[], throttle_time_ms=0)
     if ctx.version >= 3 and ctx.connection is not None:  # KIP-511: who the client is (KIP-714 matches on it)
         ctx.connection["client_software_name"] = request.client_software_name
         ctx.connection["client_software_version"] = request.client_software_version

@@ -1,6 +1,7 @@
 """DescribeLogDirs (35): this broker's log directories (`log.dirs`, broker/log_dirs.py), the
-size of each replica in each, and (v4) each volume's total and usable bytes. Served at 1-4
-(Kafka 4 removed v0). OffsetLag is Kafka's: max(HW - LEO, 0) for a current replica, and for
+size of each replica in each, (v4) each volume's total and usable bytes, and (v5, KIP-1066)
+whether the directory is cordoned: always false, as logbroker has no cordoning and places
+replicas in every directory. Served at 1-5 (Kafka 4 removed v0). OffsetLag is Kafka's: max(HW - LEO, 0) for a current replica, and for
 the future replica of a move under way (AlterReplicaLogDirs; IsFutureKey true, listed in its
 destination) the current replica's LEO minus its own. A directory whose volume cannot be
 read answers KAFKA_STORAGE_ERROR. Topics null asks for every replica; unknown topics and
@@ -20,7 +21,7 @@ from logbroker.protocol import RESPONSES, ErrorCode
 
 API_KEY = 35
 MIN_VERSION = 1
-MAX_VERSION = 4
+MAX_VERSION = 5
 
 Response = RESPONSES[API_KEY]
 

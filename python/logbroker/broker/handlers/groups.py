@@ -377,9 +377,12 @@ async def delete_groups(ctx, request):
         throttle_time_ms=0,
         results=[
             Response.DeletableGroupResult(
-                group_id=g, error_code=results[g] if g in deletable else ErrorCode.GROUP_AUTHORIZATION_FAILED
+                group_id=g,
+                error_code=code,
+                # v3: why, for a group not deleted (null when it was)
+                error_message=f"group {g!r} not deleted: {ErrorCode(code).message}" if code else None,
             )
-            for g in names
+            for g, code in ((g, results[g] if g in deletable else ErrorCode.GROUP_AUTHORIZATION_FAILED) for g in names)
         ],
     )
 
@@ -392,5 +395,5 @@ ENTRIES = [
     (14, 0, 5, sync_group),
     (15, 0, 6, describe_groups),
     (16, 0, 5, list_groups),
-    (42, 0, 2, delete_groups),
+    (42, 0, 3, delete_groups),  # v3: an error message per group
 ]

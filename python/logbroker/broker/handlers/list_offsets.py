@@ -12,7 +12,11 @@ OFFSET_NOT_AVAILABLE (retriable, as Kafka answers before a new leader's HW is kn
 new leader is still listing the table's files (within a second of the election); a
 timestamp below the local log start is looked up in the table's files (its first committed
 record at or after it). v10 adds the request's TimeoutMs (KIP-1075), which this broker never needs:
-it answers from what it holds, without reading remote data.
+it answers from what it holds, without reading remote data. -6 (EARLIEST_PENDING_UPLOAD, v11+,
+KIP-1023) is the first offset not yet copied to remote storage, as Kafka's: the last copied + 1
+(at least the log start offset); with nothing copied yet, the log start offset while no local
+segment has been deleted (else -1: this leader does not know what was copied); -1 for a topic
+that is not tiered.
 """
 
 from __future__ import annotations
@@ -30,9 +34,9 @@ from logbroker.protocol import RESPONSES, ErrorCode
 
 API_KEY = 2
 MIN_VERSION = 1
-MAX_VERSION = 10
+MAX_VERSION = 11
 
-EARLIEST, LATEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -2, -1, -3, -4, -5
+EARLIEST, LATEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED, EARLIEST_PENDING_UPLOAD = -2, -1, -3, -4, -5, -6
 
 Response = RESPONSES[API_KEY]
 
@@ -52,6 +56,15 @@ def _lookup(part, timestamp: int, version: int, read_committed: bool, remote=Non
         return ErrorCode.NONE, -1, lg.log_start_offset, epoch
     if timestamp == LATEST_TIERED and version >= 9:
         return ErrorCode.NONE, -1, lg.highest_remote_offset, epoch
+    if timestamp == EARLIEST_PENDING_UPLOAD and version >= 11:
+        if remote is None or not remote.tiered(part.topic):
+            return ErrorCode.NONE, -1, -1, -1
+        copied = lg.highest_remote_offset
+        if copied < 0:
+            if lg.log_start_offset != part.core.log_start_offset:
+                return ErrorCode.NONE, -1, -1, -1
+            return ErrorCode.NONE, -1, part.core.log_start_offset, epoch
+        return ErrorCode.NONE, -1, max(copied + 1, part.core.log_start_offset), epoch
     if timestamp == LATEST:
         return ErrorCode.NONE, -1, hw, epoch
     if timestamp == MAX_TIMESTAMP and version >= 7:

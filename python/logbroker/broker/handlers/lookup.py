@@ -28,3 +28,20 @@ def leader_partition(ctx, topic: str, index: int, current_leader_epoch: int = -1
             return ErrorCode.FENCED_LEADER_EPOCH, None
         return ErrorCode.UNKNOWN_LEADER_EPOCH, None
     return ErrorCode.NONE, part
+
+
+def name_topics_by_id(ctx, topics) -> set:
+    """For the versions that name topics by id (OffsetCommit v10, OffsetFetch v10,
+    TxnOffsetCommit v6): sets each request topic's `name` from the metadata image, and returns
+    the ids the image does not know, whose partitions are answered UNKNOWN_TOPIC_ID (their
+    `name` is set to "", a name no topic has)."""
+    image = ctx.controller.image
+    unknown = set()
+    for t in topics or ():
+        found = image.topic_by_id(t.topic_id)
+        if found is None:
+            unknown.add(t.topic_id)
+            t.name = ""
+        else:
+            t.name = found.name
+    return unknown

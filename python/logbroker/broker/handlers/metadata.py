@@ -4,7 +4,10 @@ leader epochs, replicas and ISR, from the controller's metadata image.
 Unknown topics asked for by name are created when `auto.create.topics.enable` is true
 and the request allows it (v4+ AllowAutoTopicCreation; always allowed before v4), with
 `num.partitions` and `default.replication.factor`. v0 asks for all topics with an
-empty list; v1+ with a null list.
+empty list; v1+ with a null list. v13 adds a top-level error code (KIP-1102), for a broker to
+tell the client to go back to its bootstrap servers (REBOOTSTRAP_REQUIRED); as Kafka's, this
+broker answers 0 there: a node that answers Metadata at all serves the client's cluster, and a
+misrouted connection is caught at ApiVersions v5 (handlers/api_versions.py).
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from logbroker.protocol import RESPONSES, ErrorCode
 
 API_KEY = 3
 MIN_VERSION = 0
-MAX_VERSION = 12
+MAX_VERSION = 13
 
 Response = RESPONSES[API_KEY]
 log = logging.getLogger("logbroker.metadata")

@@ -16,9 +16,18 @@ Kafka's OffsetDeleteResponse.Builder.merge does."""
 
 from __future__ import annotations
 
+import uuid
+
+from logbroker.broker.handlers.lookup import name_topics_by_id
 from logbroker.common.acl import AclOperation as Op
 from logbroker.common.acl import ResourceType as Res
 from logbroker.protocol import RESPONSES, ErrorCode
+
+# OffsetCommit v10 and OffsetFetch v10 name topics by id (KIP-848): `name_topics_by_id` fills in
+# each name from the metadata image; an id it does not know is UNKNOWN_TOPIC_ID on each of the
+# topic's partitions, as Kafka answers.
+TOPIC_IDS_FROM = 10
+ZERO_UUID = uuid.UUID(int=0)
 
 
 def _each_partition(Response, topics, code: int):
@@ -28,6 +37,7 @@ def _each_partition(Response, topics, code: int):
         topics=[
             Response.OffsetCommitResponseTopic(
                 name=t.name,
+                topic_id=t.topic_id,
                 partitions=[
                     Response.OffsetCommitResponsePartition(partition_index=p.partition_index, error_code=code)
                     for p in t.partitions
@@ -41,12 +51,21 @@ def _each_partition(Response, topics, code: int):
 async def offset_commit(ctx, request):
     Response = RESPONSES[8]
     version = ctx.version
+    unknown = name_topics_by_id(ctx, request.topics) if version >= TOPIC_IDS_FROM else set()
     if not ctx.authorize(Op.READ, Res.GROUP, request.group_id):
         return _each_partition(Response, request.topics, ErrorCode.GROUP_AUTHORIZATION_FAILED)
-    readable = ctx.authorized(Op.READ, Res.TOPIC, [t.name for t in request.topics])
+    readable = ctx.authorized(Op.READ, Res.TOPIC, [t.name for t in request.topics if t.topic_id not in unknown])
+
+    def code_of(t, p) -> int:
+        if t.topic_id in unknown:
+            return ErrorCode.UNKNOWN_TOPIC_ID
+        if t.name not in readable:
+            return ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        return results[(t.name, p.partition_index)]
+
     offsets = []
     for t in request.topics:
-        if t.name not in readable:  # answered TOPIC_AUTHORIZATION_FAILED, not committed
+        if t.topic_id in unknown or t.name not in readable:  # answered with an error, not committed
             continue
         for p in t.partitions:
             offsets.append(
@@ -74,13 +93,9 @@ async def offset_commit(ctx, request):
         topics=[
             Response.OffsetCommitResponseTopic(
                 name=t.name,
+                topic_id=t.topic_id,
                 partitions=[
-                    Response.OffsetCommitResponsePartition(
-                        partition_index=p.partition_index,
-                        error_code=results[(t.name, p.partition_index)]
-                        if t.name in readable
-                        else ErrorCode.TOPIC_AUTHORIZATION_FAILED,
-                    )
+                    Response.OffsetCommitResponsePartition(partition_index=p.partition_index, error_code=code_of(t, p))
                     for p in t.partitions
                 ],
             )
@@ -136,7 +151,22 @@ async def offset_fetch(ctx, request):
     if version >= 8:
         groups = []
         for g in request.groups:
-            code, topics = _fetch_one(ctx, g.group_id, g.topics, request.require_stable)
+            unknown = name_topics_by_id(ctx, g.topics) if version >= TOPIC_IDS_FROM else set()
+            asked = None if g.topics is None else [t for t in g.topics if t.topic_id not in unknown]
+            code, found = _fetch_one(ctx, g.group_id, asked, request.require_stable)
+            image = ctx.controller.image
+            topics = [
+                (t, image.topics[t].topic_id if t in image.topics else None, parts)
+                for t, parts in found
+                # by id, a topic deleted since its offsets were committed has no id to be named by
+                if version < TOPIC_IDS_FROM or t in image.topics
+            ]
+            if not code:
+                topics += [
+                    ("", t.topic_id, [(p, None, ErrorCode.UNKNOWN_TOPIC_ID) for p in t.partition_indexes])
+                    for t in g.topics or ()
+                    if t.topic_id in unknown
+                ]
             groups.append(
                 Response.OffsetFetchResponseGroup(
                     group_id=g.group_id,
@@ -144,6 +174,7 @@ async def offset_fetch(ctx, request):
                     topics=[
                         Response.OffsetFetchResponseTopics(
                             name=t,
+                            topic_id=topic_id or ZERO_UUID,
                             partitions=[
                                 Response.OffsetFetchResponsePartitions(
                                     partition_index=p,
@@ -155,7 +186,7 @@ async def offset_fetch(ctx, request):
                                 for p, v, pcode in parts
                             ],
                         )
-                        for t, parts in topics
+                        for t, topic_id, parts in topics
                     ],
                 )
             )
@@ -227,7 +258,7 @@ async def offset_delete(ctx, request):
 
 
 ENTRIES = [
-    (8, 2, 9, offset_commit),
-    (9, 1, 9, offset_fetch),
+    (8, 2, 10, offset_commit),
+    (9, 1, 10, offset_fetch),
     (47, 0, 0, offset_delete),
 ]

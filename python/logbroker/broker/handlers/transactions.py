@@ -26,7 +26,9 @@ ListTransactions only the transactional ids the principal may describe.
 from __future__ import annotations
 
 import logging
+import re
 
+from logbroker.broker.handlers.lookup import name_topics_by_id
 from logbroker.common.acl import CLUSTER_NAME
 from logbroker.common.acl import AclOperation as Op
 from logbroker.common.acl import ResourceType as Res
@@ -224,6 +226,7 @@ async def write_txn_markers(ctx, request):
                 m.transaction_result,
                 m.coordinator_epoch,
                 parts,
+                m.transaction_version if ctx.version >= 2 else 0,
             )
         out.append(
             Response.WritableTxnMarkerResult(
@@ -269,6 +272,9 @@ async def _add_offsets_partition(ctx, request) -> int:
 async def txn_offset_commit(ctx, request):
     Response = RESPONSES[28]
     version = ctx.version
+    # v6 names topics by id (KIP-1319): an id the metadata image does not know is
+    # UNKNOWN_TOPIC_ID on each of its partitions, and nothing of it is committed
+    unknown = name_topics_by_id(ctx, request.topics) if version >= 6 else set()
 
     def each_partition(code: int):
         return Response(
@@ -276,8 +282,12 @@ async def txn_offset_commit(ctx, request):
             topics=[
                 Response.TxnOffsetCommitResponseTopic(
                     name=t.name,
+                    topic_id=t.topic_id,
                     partitions=[
-                        Response.TxnOffsetCommitResponsePartition(partition_index=p.partition_index, error_code=code)
+                        Response.TxnOffsetCommitResponsePartition(
+                            partition_index=p.partition_index,
+                            error_code=ErrorCode.UNKNOWN_TOPIC_ID if t.topic_id in unknown else code,
+                        )
                         for p in t.partitions
                     ],
                 )
@@ -289,7 +299,7 @@ async def txn_offset_commit(ctx, request):
         return each_partition(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     if not ctx.authorize(Op.READ, Res.GROUP, request.group_id):
         return each_partition(ErrorCode.GROUP_AUTHORIZATION_FAILED)
-    readable = ctx.authorized(Op.READ, Res.TOPIC, [t.name for t in request.topics])
+    readable = ctx.authorized(Op.READ, Res.TOPIC, [t.name for t in request.topics if t.topic_id not in unknown])
     offsets = [
         (
             t.name,
@@ -299,10 +309,10 @@ async def txn_offset_commit(ctx, request):
             p.committed_metadata,
         )
         for t in request.topics
-        if t.name in readable
+        if t.topic_id not in unknown and t.name in readable
         for p in t.partitions
     ]
-    if not offsets and request.topics:  # every topic refused: nothing to commit
+    if not offsets and request.topics:  # every topic refused or unknown: nothing to commit
         return each_partition(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
     code = await _add_offsets_partition(ctx, request) if version >= 5 else ErrorCode.NONE
     if code != ErrorCode.NONE:
@@ -312,7 +322,7 @@ async def txn_offset_commit(ctx, request):
         group_id=request.group_id,
         producer_id=request.producer_id,
         producer_epoch=request.producer_epoch,
-        generation_id=request.generation_id if version >= 3 else -1,
+        generation_id=request.generation_id_or_member_epoch if version >= 3 else -1,
         member_id=request.member_id if version >= 3 else "",
         group_instance_id=request.group_instance_id if version >= 3 else None,
         offsets=offsets,
@@ -322,10 +332,13 @@ async def txn_offset_commit(ctx, request):
         topics=[
             Response.TxnOffsetCommitResponseTopic(
                 name=t.name,
+                topic_id=t.topic_id,
                 partitions=[
                     Response.TxnOffsetCommitResponsePartition(
                         partition_index=p.partition_index,
-                        error_code=fenced_for(results[(t.name, p.partition_index)], version, 3)
+                        error_code=ErrorCode.UNKNOWN_TOPIC_ID
+                        if t.topic_id in unknown
+                        else fenced_for(results[(t.name, p.partition_index)], version, 3)
                         if t.name in readable
                         else ErrorCode.TOPIC_AUTHORIZATION_FAILED,
                     )
@@ -407,8 +420,26 @@ async def list_transactions(ctx, request):
     Response = RESPONSES[66]
     states = set(request.state_filters)
     unknown = sorted(states - KAFKA_STATES)
+    pattern = None
+    if ctx.version >= 2 and request.transactional_id_pattern:  # null or empty: every id
+        try:
+            pattern = re.compile(request.transactional_id_pattern)
+        except re.error as e:
+            log.info(
+                "ListTransactions from %s: transactional id pattern %r is not a regular expression: %s",
+                ctx.peer,
+                request.transactional_id_pattern,
+                e,
+                extra=fields(peer=ctx.peer),
+            )
+            return Response(
+                throttle_time_ms=0,
+                error_code=ErrorCode.INVALID_REGULAR_EXPRESSION,
+                unknown_state_filters=[],
+                transaction_states=[],
+            )
     listed = ctx.broker.transactions.list(
-        states, set(request.producer_id_filters), request.duration_filter if ctx.version >= 1 else -1
+        states, set(request.producer_id_filters), request.duration_filter if ctx.version >= 1 else -1, pattern
     )
     listed = [m for m in listed if ctx.authorize(Op.DESCRIBE, Res.TRANSACTIONAL_ID, m.transactional_id)]
     return Response(
@@ -426,10 +457,10 @@ async def list_transactions(ctx, request):
 
 ENTRIES = [
     (24, 0, 5, add_partitions_to_txn),
-    (25, 0, 3, add_offsets_to_txn),
+    (25, 0, 4, add_offsets_to_txn),  # v4: may answer TRANSACTION_ABORTABLE (KIP-890), as v3 otherwise
     (26, 0, 5, end_txn),
-    (27, 1, 1, write_txn_markers),
-    (28, 0, 5, txn_offset_commit),
+    (27, 1, 2, write_txn_markers),  # v2: each marker's transaction version (KIP-1228)
+    (28, 0, 6, txn_offset_commit),  # v6: topics by id (KIP-1319)
     (65, 0, 0, describe_transactions),
-    (66, 0, 1, list_transactions),
+    (66, 0, 2, list_transactions),  # v2: a transactional id pattern (KIP-1152)
 ]

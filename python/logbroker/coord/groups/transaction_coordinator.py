@@ -55,6 +55,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import re
 from collections import defaultdict
 
 import trio
@@ -556,13 +557,18 @@ class TransactionCoordinator:
             raise TxnError(ErrorCode.TRANSACTIONAL_ID_NOT_FOUND, f"transactional id {txn_id!r} is not known")
         return meta
 
-    def list(self, states: set[str], producer_ids: set[int], min_duration_ms: int) -> list[TxnMetadata]:
+    def list(
+        self, states: set[str], producer_ids: set[int], min_duration_ms: int, id_pattern: re.Pattern | None = None
+    ) -> list[TxnMetadata]:
         """The ids this broker coordinates (loaded partitions only), filtered as ListTransactions:
-        by Kafka state name, by producer id, and (>= 0) by transactions open at least that long."""
+        by Kafka state name, by producer id, (>= 0) by transactions open at least that long,
+        and by a pattern the whole transactional id matches (v2, KIP-1152)."""
         now = now_ms()
         out = []
         for txn_id, meta in sorted(self.txns.items()):
             if meta.producer_epoch < 0 or self.partition_of(txn_id) not in self._led:
+                continue
+            if id_pattern is not None and id_pattern.fullmatch(txn_id) is None:
                 continue
             if states and meta.status.kafka_name not in states:
                 continue
@@ -656,7 +662,14 @@ class TransactionCoordinator:
     ) -> dict[tuple[str, int], int]:
         if leader == self.node_id:
             return await write_markers(
-                self.replicas, self.groups, meta.producer_id, meta.producer_epoch, commit, coordinator_epoch, parts
+                self.replicas,
+                self.groups,
+                meta.producer_id,
+                meta.producer_epoch,
+                commit,
+                coordinator_epoch,
+                parts,
+                meta.client_transaction_version,
             )
         broker = image.brokers.get(leader)
         if leader < 0 or broker is None or broker.fenced:
@@ -673,12 +686,13 @@ class TransactionCoordinator:
                     transaction_result=commit,
                     topics=[Req.WritableTxnMarkerTopic(name=t, partition_indexes=ps) for t, ps in topics.items()],
                     coordinator_epoch=coordinator_epoch,
+                    transaction_version=meta.client_transaction_version,
                 )
             ]
         )
         try:
             resp = await self._channel.request(
-                leader, (broker.host, broker.port), WRITE_TXN_MARKERS, 1, body, timeout=WRITE_TIMEOUT_S + 5
+                leader, (broker.host, broker.port), WRITE_TXN_MARKERS, 2, body, timeout=WRITE_TIMEOUT_S + 5
             )
         except BrokerUnreachable as e:
             log.info(

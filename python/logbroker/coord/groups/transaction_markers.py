@@ -45,8 +45,11 @@ async def write_markers(
     commit: bool,
     coordinator_epoch: int,
     partitions: list[tuple[str, int]],
+    transaction_version: int = 0,
 ) -> dict[tuple[str, int], int]:
-    """Append the marker to each of `partitions` this broker leads; error code per partition."""
+    """Append the marker to each of `partitions` this broker leads; error code per partition.
+    `transaction_version` is the transaction's (2 under transactions v2, whose markers carry
+    the bumped epoch; Log.append_end_txn_marker refuses a stale one)."""
     results: dict[tuple[str, int], int] = {}
     kind = "COMMIT" if commit else "ABORT"
     for topic, index in partitions:
@@ -66,6 +69,7 @@ async def write_markers(
                 coordinator_epoch,
                 part.leader_epoch,
                 now_ms(),
+                transaction_version,
             )
         except (_core.LogBrokerError, OSError) as e:
             code = error_code_for(e)
