@@ -154,7 +154,7 @@ DIFFERENCES: dict[str, str] = {
         "from v0 (it kept the old minimum in ApiVersions for clients that read it to decide on "
         "compression, KAFKA-18659, while refusing v0-2 requests), so on Kafka the test skips "
         "(recorded as a fail: 'skipped: broker still takes produce v2'). logbroker lists Produce "
-        "3-12, what it serves, so the test runs and passes there: logbroker's answer is right."
+        "3-13, what it serves, so the test runs and passes there: logbroker's answer is right."
     ),
     "Test848RegexBrokerResolves": (
         "A KIP-848 consumer subscribing by regex (resolved by the broker) must be assigned every "

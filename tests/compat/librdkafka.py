@@ -521,7 +521,7 @@ DIFFERENCES: dict[str, str] = {
     "0052_msg_timestamps": (
         "Its last cases produce as a 0.9 client (api.version.request=false, "
         "broker.version.fallback=0.9.0.0: Produce v1, message format v0/v1). Kafka 4 removed "
-        "Produce v0-v2 (KIP-896) and closes the connection; logbroker serves Produce v3-v12 only "
+        "Produce v0-v2 (KIP-896) and closes the connection; logbroker serves Produce v3-v13 only "
         "and does the same. The CreateTime/LogAppendTime cases of the current protocol pass on both."
     ),
     "0077_compaction": (
