@@ -104,7 +104,7 @@ def test_error_codes():
     assert ErrorCode.UNKNOWN_TOPIC_OR_PARTITION == 3 and ErrorCode.NOT_LEADER_OR_FOLLOWER == 6
     assert ErrorCode.UNSUPPORTED_VERSION == 35 and ErrorCode.INVALID_REQUEST == 42
     assert ErrorCode.TRANSACTION_ABORTABLE == 120 and ErrorCode.SHARE_SESSION_LIMIT_REACHED == 133
-    assert sorted(int(e) for e in ErrorCode) == list(range(-1, 134))
+    assert sorted(int(e) for e in ErrorCode) == list(range(-1, 137))
 
 
 # --------------------------------------------------------------------------- golden frames

@@ -39,9 +39,6 @@ REASONS: dict[str, str] = {
     "StreamsGroupTopologyDescriptionUpdate": STREAMS,
     "SaslHandshake": SASL_ONLY,
     "SaslAuthenticate": SASL_ONLY,
-    "UnregisterBroker": "kafka-cluster's unregister needs it to remove a broker for good; not served yet "
-    "(issue 47, part 5)",
-    "UnregisterController": "removes a controller's registration (Kafka 4.4); not served yet (issue 47, part 5)",
 }
 
 

@@ -153,6 +153,9 @@ class ErrorCode(enum.IntEnum):
     STREAMS_INVALID_TOPOLOGY_EPOCH = 131
     STREAMS_TOPOLOGY_FENCED = 132
     SHARE_SESSION_LIMIT_REACHED = 133
+    GROUP_DELETION_FAILED = 134
+    STREAMS_TOPOLOGY_DESCRIPTION_UPDATE_FAILED = 135
+    CONTROLLER_ID_NOT_REGISTERED = 136
 
     @property
     def retriable(self) -> bool:
@@ -341,6 +344,9 @@ _MESSAGES: dict[ErrorCode, str | None] = {
     ErrorCode.STREAMS_INVALID_TOPOLOGY_EPOCH: "The supplied topology epoch is invalid.",
     ErrorCode.STREAMS_TOPOLOGY_FENCED: "The supplied topology epoch is outdated.",
     ErrorCode.SHARE_SESSION_LIMIT_REACHED: "The limit of share sessions has been reached.",
+    ErrorCode.GROUP_DELETION_FAILED: "DeleteGroups could not complete; see the error message on the per-group result for details.",
+    ErrorCode.STREAMS_TOPOLOGY_DESCRIPTION_UPDATE_FAILED: "The broker could not process the topology description update; see the error message for details.",
+    ErrorCode.CONTROLLER_ID_NOT_REGISTERED: "The given controller ID was not registered.",
 }
 
 _EXCEPTIONS: dict[ErrorCode, str | None] = {
@@ -479,4 +485,7 @@ _EXCEPTIONS: dict[ErrorCode, str | None] = {
     ErrorCode.STREAMS_INVALID_TOPOLOGY_EPOCH: "StreamsInvalidTopologyEpochException",
     ErrorCode.STREAMS_TOPOLOGY_FENCED: "StreamsTopologyFencedException",
     ErrorCode.SHARE_SESSION_LIMIT_REACHED: "ShareSessionLimitReachedException",
+    ErrorCode.GROUP_DELETION_FAILED: "GroupDeletionFailedException",
+    ErrorCode.STREAMS_TOPOLOGY_DESCRIPTION_UPDATE_FAILED: "StreamsTopologyDescriptionUpdateFailedException",
+    ErrorCode.CONTROLLER_ID_NOT_REGISTERED: "ControllerIdNotRegisteredException",
 }

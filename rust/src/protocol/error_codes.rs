@@ -277,6 +277,12 @@ pub const STREAMS_INVALID_TOPOLOGY_EPOCH: i16 = 131;
 pub const STREAMS_TOPOLOGY_FENCED: i16 = 132;
 /// The limit of share sessions has been reached.
 pub const SHARE_SESSION_LIMIT_REACHED: i16 = 133;
+/// DeleteGroups could not complete; see the error message on the per-group result for details.
+pub const GROUP_DELETION_FAILED: i16 = 134;
+/// The broker could not process the topology description update; see the error message for details.
+pub const STREAMS_TOPOLOGY_DESCRIPTION_UPDATE_FAILED: i16 = 135;
+/// The given controller ID was not registered.
+pub const CONTROLLER_ID_NOT_REGISTERED: i16 = 136;
 
 /// Kafka's name of `code` (`None` for a code Kafka does not define).
 #[allow(clippy::too_many_lines)] // one arm per error code
@@ -417,6 +423,9 @@ pub fn name(code: i16) -> Option<&'static str> {
         STREAMS_INVALID_TOPOLOGY_EPOCH => "STREAMS_INVALID_TOPOLOGY_EPOCH",
         STREAMS_TOPOLOGY_FENCED => "STREAMS_TOPOLOGY_FENCED",
         SHARE_SESSION_LIMIT_REACHED => "SHARE_SESSION_LIMIT_REACHED",
+        GROUP_DELETION_FAILED => "GROUP_DELETION_FAILED",
+        STREAMS_TOPOLOGY_DESCRIPTION_UPDATE_FAILED => "STREAMS_TOPOLOGY_DESCRIPTION_UPDATE_FAILED",
+        CONTROLLER_ID_NOT_REGISTERED => "CONTROLLER_ID_NOT_REGISTERED",
         _ => return None,
     })
 }
@@ -559,6 +568,9 @@ pub fn message(code: i16) -> Option<&'static str> {
         STREAMS_INVALID_TOPOLOGY_EPOCH => "The supplied topology epoch is invalid.",
         STREAMS_TOPOLOGY_FENCED => "The supplied topology epoch is outdated.",
         SHARE_SESSION_LIMIT_REACHED => "The limit of share sessions has been reached.",
+        GROUP_DELETION_FAILED => "DeleteGroups could not complete; see the error message on the per-group result for details.",
+        STREAMS_TOPOLOGY_DESCRIPTION_UPDATE_FAILED => "The broker could not process the topology description update; see the error message for details.",
+        CONTROLLER_ID_NOT_REGISTERED => "The given controller ID was not registered.",
         _ => return None,
     })
 }

@@ -260,6 +260,7 @@ def _build() -> tuple[dict[int, HandlerEntry], dict[int, HandlerEntry]]:
         share_groups,
         share_state,
         transactions,
+        unregister,
         update_features,
     )
 
@@ -318,6 +319,8 @@ def _build() -> tuple[dict[int, HandlerEntry], dict[int, HandlerEntry]]:
     )
     table[quorum.api_key] = quorum
     for key, lo, hi, fn in raft_voters.ENTRIES:  # AddRaftVoter (80), RemoveRaftVoter (81): KIP-853
+        table[key] = HandlerEntry(key, lo, hi, fn)
+    for key, lo, hi, fn in unregister.ENTRIES:  # UnregisterBroker (64), UnregisterController (94)
         table[key] = HandlerEntry(key, lo, hi, fn)
     # The CONTROLLER listener (coord/metadata/controller_channel.py): the admin APIs that change
     # metadata, and the controller-only BrokerHeartbeat and AlterPartition.

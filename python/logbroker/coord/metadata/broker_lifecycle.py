@@ -18,7 +18,8 @@ previous controller). `Controller.reconcile_brokers` (run periodically by
 `broker.session.timeout.ms` and elects leaders for partitions left without one.
 
     heartbeat from            answer
-    unknown broker id         BROKER_ID_NOT_REGISTERED
+    unknown broker id         BROKER_ID_NOT_REGISTERED (a broker unregistered while it runs
+                              registers again)
     another epoch             STALE_BROKER_EPOCH (an older incarnation, or not yet replayed)
     a fenced broker           unfenced again (want_fence false), is_fenced true until committed
     want_shut_down            fenced + leaderships moved; should_shut_down once committed
@@ -169,6 +170,11 @@ class BrokerLifecycle:
                 HEARTBEAT, HEARTBEAT_VERSION, req, timeout, retry_on=lambda r: r.error_code == ErrorCode.NOT_CONTROLLER
             )
             error, fenced, should = ErrorCode(resp.error_code), resp.is_fenced, resp.should_shut_down
+        if error == ErrorCode.BROKER_ID_NOT_REGISTERED and self.node_id not in self.controller.image.brokers:
+            # unregistered while it runs (UnregisterBroker): register again, as Kafka's brokers do
+            log.warning("node %d: its registration was removed (unregistered); registering again", self.node_id)
+            await self.quorum.register_broker()
+            return None
         if error != ErrorCode.NONE:
             log.debug("node %d: heartbeat (epoch %d) answered %s", self.node_id, epoch, error.name)
             return None

@@ -485,6 +485,21 @@ class Controller:
                 self._to_reconcile.everything()  # not committed: the next pass reads every partition
                 raise
 
+    async def unregister_broker(self, node_id: int) -> None:
+        """UnregisterBroker: cluster_control.py (ControllerError BROKER_ID_NOT_REGISTERED)."""
+        if self._forward():
+            return await self.forwarder.unregister_broker(node_id)
+        async with self._lock:
+            self._elections(await self._run(self.cluster.unregister_broker(self.image, node_id)))
+
+    async def unregister_controller(self, node_id: int) -> None:
+        """UnregisterController (Kafka 4.4): cluster_control.py (ControllerError
+        CONTROLLER_ID_NOT_REGISTERED, INVALID_REQUEST for the active controller itself)."""
+        if self._forward():
+            return await self.forwarder.unregister_controller(node_id)
+        async with self._lock:
+            await self._run(self.cluster.unregister_controller(self.image, node_id, self.local.node_id))
+
     def _elections(self, moved: list[elections.Election]) -> None:
         """Count leader elections decided here (Kafka's ControllerStats
         LeaderElectionRateAndTimeMs and UncleanLeaderElectionsPerSec, for the metrics

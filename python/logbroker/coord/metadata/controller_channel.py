@@ -11,7 +11,7 @@ at a time per connection, with the controller's table of APIs (`CONTROLLER_APIS`
     AlterPartition, ElectLeaders, AlterPartitionReassignments, ListPartitionReassignments,
     AlterUserScramCredentials, CreateAcls, DeleteAcls, AlterClientQuotas, UpdateFeatures,
     AddRaftVoter, RemoveRaftVoter, CreateDelegationToken, RenewDelegationToken,
-    ExpireDelegationToken
+    ExpireDelegationToken, UnregisterBroker, UnregisterController
 
 A request served here runs with `serving_controller_listener` set, so a controller method
 that finds this node is no longer the active controller answers NOT_CONTROLLER instead of
@@ -51,7 +51,7 @@ __all__ = [
 ]
 
 CONTROLLER_APIS = frozenset(
-    {18, 19, 20, 37, 32, 33, 44, 60, 55, 63, 56, 43, 45, 46, 51, 30, 31, 49, 57, 80, 81, 38, 39, 40}
+    {18, 19, 20, 37, 32, 33, 44, 60, 55, 63, 56, 43, 45, 46, 51, 30, 31, 49, 57, 80, 81, 38, 39, 40, 64, 94}
 )
 
 serving_controller_listener: contextvars.ContextVar[bool] = contextvars.ContextVar(

@@ -455,6 +455,20 @@ class Forwarder:
             )
         return results
 
+    async def unregister_broker(self, node_id: int) -> None:
+        """UnregisterBroker v0; waits until this node's image no longer shows the broker's
+        registration of the time the request was sent (it may register again at once)."""
+        epoch = getattr(self.controller.image.brokers.get(node_id), "epoch", None)
+        await self._send(64, 0, REQUESTS[64](broker_id=node_id), lambda r: r)
+        await self._caught_up(
+            lambda im: getattr(im.brokers.get(node_id), "epoch", None) != epoch or epoch is None,
+            f"the unregistration of broker {node_id}",
+        )
+
+    async def unregister_controller(self, node_id: int) -> None:
+        """UnregisterController v0 (Kafka 4.4)."""
+        await self._send(94, 0, REQUESTS[94](controller_id=node_id), lambda r: r)
+
     async def _request(self, api_key: int, version: int, body, moved: Callable[[object], bool]):
         """Send a request whose results are per item; ControllerError only when no active
         controller answered."""

@@ -200,6 +200,7 @@ class MetadataQuorum:
         self._pending: list[tuple[int, MetadataImage, MetadataDelta | None]] = []
         self.registered_epoch: int | None = None  # this process's registration, once committed
         self.registered = trio.Event()  # set with registered_epoch
+        self._registering = False  # register_broker is running
         self._registered_at: dict[int, int] = {}  # node id -> index of its current RegisterBroker
         self._caught_up_at: dict[int, float] = {}  # voter -> last time seen caught up (leader only)
         self.snapshot_bytes = config.get_int("metadata.log.max.record.bytes.between.snapshots")
@@ -722,17 +723,43 @@ class MetadataQuorum:
     async def _register(self) -> None:
         b = self.local
         if not self.config.is_broker:  # a controller-only node: known as such, never a broker
-            while b.node_id not in self.image.controllers:
-                try:
-                    await self.write(
-                        [encode_record("RegisterController", node_id=b.node_id, host=b.host, port=b.port)], timeout=10
-                    )
-                except (QuorumTimeout, MetadataRecordError) as e:
-                    log.warning("node %d: controller registration not committed yet, retrying: %s", b.node_id, e)
+            await self._register_controller()
             self.registered.set()
             log.info("node %d registered as a controller-only node (leader %d)", b.node_id, self.leader_id)
             await self._announce_endpoint()
+            # UnregisterController removed the registration of a controller that still runs:
+            # it registers again, as Kafka's ControllerRegistrationManager does
+            while True:
+                await trio.sleep(1.0)
+                if b.node_id not in self.image.controllers:
+                    log.warning("node %d: its controller registration was removed; registering again", b.node_id)
+                    await self._register_controller()
             return
+        await self.register_broker()
+
+    async def _register_controller(self) -> None:
+        b = self.local
+        while b.node_id not in self.image.controllers:
+            try:
+                await self.write(
+                    [encode_record("RegisterController", node_id=b.node_id, host=b.host, port=b.port)], timeout=10
+                )
+            except (QuorumTimeout, MetadataRecordError) as e:
+                log.warning("node %d: controller registration not committed yet, retrying: %s", b.node_id, e)
+
+    async def register_broker(self) -> None:
+        """Register this broker (RegisterBroker at a new epoch, unfenced): at start, and again
+        when its registration was removed while it runs (UnregisterBroker; broker_lifecycle.py)."""
+        if self._registering:
+            return
+        self._registering = True
+        try:
+            await self._register_broker()
+        finally:
+            self._registering = False
+
+    async def _register_broker(self) -> None:
+        b = self.local
         while True:
             epoch = max(int(time.time() * 1000), self._last_epoch() + 1)
             extra = {"endpoints": b.endpoints} if b.endpoints else {}

@@ -52,6 +52,8 @@ all or nothing. JSON keeps the log readable with standard tools; records are sma
     RegisterController node_id, host, port: a controller-only node (process.roles=controller)
                      and its controller listener (Kafka's RegisterControllerRecord); it never
                      hosts partitions
+    UnregisterController node_id: the controller registration goes (Kafka 4.4's
+                     UnregisterControllerRecord, KIP-1312); it must exist
     Voters           voters [[node_id, host, port, directory_id], ...]: the whole voter set's
                      controller listeners (Kafka's VotersRecord), replacing the last; written
                      by the first leader from controller.quorum.voters and on every
@@ -479,6 +481,13 @@ def _register_controller(delta: MetadataDelta, rec: dict) -> None:
     delta.controllers()[node_id] = [str(rec["host"]), int(rec["port"])]
 
 
+def _unregister_controller(delta: MetadataDelta, rec: dict) -> None:
+    node_id = rec["node_id"]
+    if node_id not in delta.image.controllers:
+        raise MetadataRecordError(f"UnregisterController record for node {node_id!r}, which is not registered")
+    del delta.controllers()[node_id]
+
+
 def _voters(delta: MetadataDelta, rec: dict) -> None:
     out: dict[int, list] = {}
     for v in rec["voters"]:
@@ -693,6 +702,7 @@ _APPLY = {
     "ClientQuota": _client_quota,
     "FeatureLevel": _feature_level,
     "RegisterController": _register_controller,
+    "UnregisterController": _unregister_controller,
     "Voters": _voters,
     "VoterEndpoint": _voter_endpoint,
     "RemoteLogSegment": _remote_log_segment,
@@ -896,6 +906,8 @@ def diff_records(old: MetadataImage, new: MetadataImage) -> list[bytes]:
     for i, acl in sorted(new.acls.items()):
         if old.acls.get(i) != acl:
             out.append(encode_record("Acl", id=i, **acl.to_json()))
+    for n in sorted(set(old.controllers) - set(new.controllers)):
+        out.append(encode_record("UnregisterController", node_id=n))
     for n, e in sorted(new.controllers.items()):
         if old.controllers.get(n) != e:
             out.append(encode_record("RegisterController", node_id=n, host=e[0], port=e[1]))
