@@ -3,8 +3,9 @@
 // exactly_once_v2. Run as a single-file program on the frameworks' classpath
 // (benches/peers/kafka.py install_frameworks) by tests/test_streams_word_count.py:
 //
-//   java -cp FRAMEWORKS WordCount.java BOOTSTRAP APP_ID STATE_DIR GROUP_PROTOCOL INPUT OUTPUT
+//   java -cp FRAMEWORKS WordCount.java BOOTSTRAP APP_ID STATE_DIR GROUP_PROTOCOL INPUT OUTPUT [RF]
 //
+// RF is the internal topics' replication factor (3 when not given).
 // It runs until killed; it prints "RUNNING" when the application first reaches RUNNING and
 // "STATE old -> new" on each change, so the test can wait for it.
 import java.util.Arrays;
@@ -26,13 +27,14 @@ public class WordCount {
     public static void main(String[] args) throws Exception {
         String bootstrap = args[0], appId = args[1], stateDir = args[2], protocol = args[3];
         String input = args[4], output = args[5];
+        int replicationFactor = args.length > 6 ? Integer.parseInt(args[6]) : 3;
 
         Properties props = new Properties();
         props.put(StreamsConfig.APPLICATION_ID_CONFIG, appId);
         props.put(StreamsConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
         props.put(StreamsConfig.STATE_DIR_CONFIG, stateDir);
         props.put(StreamsConfig.PROCESSING_GUARANTEE_CONFIG, StreamsConfig.EXACTLY_ONCE_V2);
-        props.put(StreamsConfig.REPLICATION_FACTOR_CONFIG, 3);
+        props.put(StreamsConfig.REPLICATION_FACTOR_CONFIG, replicationFactor);
         props.put(StreamsConfig.COMMIT_INTERVAL_MS_CONFIG, 200);
         props.put(StreamsConfig.GROUP_PROTOCOL_CONFIG, protocol);
         props.put(StreamsConfig.DEFAULT_KEY_SERDE_CLASS_CONFIG, Serdes.String().getClass());

@@ -349,6 +349,8 @@ async def list_groups(ctx, request):
         listed[gid] = ("consumer", cg.state, "consumer")
     for gid, sg in coord.share.groups.items():
         listed[gid] = ("share", sg.state, "share")
+    for gid, stg in coord.streams.groups.items():
+        listed[gid] = ("streams", stg.state, "streams")
     out = []
     for gid, (ptype, state, gtype) in sorted(listed.items()):
         if states and state.lower() not in states:

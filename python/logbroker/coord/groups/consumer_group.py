@@ -332,6 +332,8 @@ class ConsumerGroupCoordinator:
             return {"error": ErrorCode.GROUP_ID_NOT_FOUND, "message": f"group {gid} is a classic group with members"}
         if gid in owner.share.groups:
             return {"error": ErrorCode.GROUP_ID_NOT_FOUND, "message": f"group {gid} is a share group"}
+        if gid in owner.streams.groups:
+            return {"error": ErrorCode.GROUP_ID_NOT_FOUND, "message": f"group {gid} is a streams group"}
         now = trio.current_time()
         group = self.groups.get(gid)
         epoch = req.member_epoch

@@ -55,6 +55,7 @@ from logbroker.coord.groups.offsets_topic import (
 )
 from logbroker.coord.groups.share_group import ShareGroupCoordinator
 from logbroker.coord.groups.state_topic import coordinator_state
+from logbroker.coord.groups.streams_group import StreamsGroupCoordinator
 from logbroker.coord.metadata.control import ControllerError
 from logbroker.log_format import fields
 from logbroker.protocol import ErrorCode
@@ -91,6 +92,7 @@ class GroupCoordinator:
         self.pending_txn: dict[int, dict[str, dict[tuple[str, int], OffsetAndMetadata]]] = {}
         self.consumer = ConsumerGroupCoordinator(self)
         self.share = ShareGroupCoordinator(self)
+        self.streams = StreamsGroupCoordinator(self)
 
     # --- start-up -------------------------------------------------------------------
 
@@ -142,11 +144,12 @@ class GroupCoordinator:
         dropped_848 = self.consumer.unload(gone)
         dropped_share = [g for g in self.share.groups if self.partition_of(g) in gone]
         self.share.unload(dropped_share)
+        dropped_streams = self.streams.unload(gone)
         log.info(
             "no longer coordinator for %s partition(s) %s: %d group(s) unloaded",
             OFFSETS_TOPIC,
             sorted(partitions),
-            len(dropped) + len(dropped_848) + len(dropped_share),
+            len(dropped) + len(dropped_848) + len(dropped_share) + len(dropped_streams),
             extra=fields(topic=OFFSETS_TOPIC),
         )
 
@@ -291,7 +294,7 @@ class GroupCoordinator:
         group = self.groups.get(group_id)
         if generation_id >= 0 or member_id:
             # v3+: the member's generation is checked as for OffsetCommit (KIP-447)
-            consumer_check = self.consumer.validate_commit(group_id, member_id, generation_id)
+            consumer_check = self.member_commit_check(group_id, member_id, generation_id)
             if consumer_check:
                 return all_(consumer_check)
             if consumer_check is None:
@@ -517,7 +520,7 @@ class GroupCoordinator:
                 await self._wakeup.wait()
 
     def _deadlines(self) -> list[float]:
-        out = self.consumer.deadlines() + self.share.deadlines()
+        out = self.consumer.deadlines() + self.share.deadlines() + self.streams.deadlines()
         for g in self.groups.values():
             if g.rebalance_deadline is not None:
                 out.append(g.rebalance_deadline)
@@ -532,6 +535,7 @@ class GroupCoordinator:
     def _expire(self, now: float) -> None:
         self.consumer.expire(now)
         self.share.expire(now)
+        self.streams.expire(now)
         for group in list(self.groups.values()):
             for mid, deadline in list(group.pending_members.items()):
                 if deadline <= now:
@@ -728,7 +732,7 @@ class GroupCoordinator:
             rebalance_timeout_ms = session_timeout_ms
         if self.consumer.drop_empty(group_id):  # an Empty consumer group becomes classic, as in Kafka
             await self.consumer.persist(group_id)
-        if group_id in self.consumer.groups or group_id in self.share.groups:
+        if group_id in self.consumer.groups or group_id in self.share.groups or group_id in self.streams.groups:
             return JoinResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id=member_id)
         group = self.groups.get(group_id)
         if group is None:
@@ -1005,6 +1009,12 @@ class GroupCoordinator:
 
     # --- offsets --------------------------------------------------------------------
 
+    def member_commit_check(self, group_id: str, member_id: str, member_epoch: int) -> int | None:
+        """The check of a commit by a member of a KIP-848 consumer group or a streams group
+        (its epoch); None when the group is neither (the classic generation rules apply)."""
+        check = self.consumer.validate_commit(group_id, member_id, member_epoch)
+        return self.streams.validate_commit(group_id, member_id, member_epoch) if check is None else check
+
     async def commit_offsets(
         self,
         *,
@@ -1023,10 +1033,10 @@ class GroupCoordinator:
         if code:
             return all_(code)
         group = self.groups.get(group_id)
-        consumer_check = self.consumer.validate_commit(group_id, member_id, generation_id)
+        consumer_check = self.member_commit_check(group_id, member_id, generation_id)
         if consumer_check:
             return all_(consumer_check)
-        if consumer_check is not None:  # a KIP-848 member at its current epoch
+        if consumer_check is not None:  # a KIP-848 or streams-group member at its current epoch
             if group is None:
                 group = self.groups[group_id] = Group(group_id, now_ms())
         elif generation_id < 0 and not member_id and (group is None or group.state == GroupState.EMPTY):
@@ -1221,6 +1231,12 @@ class GroupCoordinator:
                 if not share.members:
                     del self.share.groups[gid]
                 continue
+            streams = self.streams.groups.get(gid)
+            if streams is not None and streams.members:
+                out[gid] = ErrorCode.NON_EMPTY_GROUP
+                continue
+            if streams is not None:
+                self.streams.drop_empty(gid)
             consumer = self.consumer.groups.get(gid)
             if consumer is not None:
                 if consumer.members:
@@ -1233,7 +1249,9 @@ class GroupCoordinator:
                     continue
             group = self.groups.get(gid)
             if group is None:
-                out[gid] = ErrorCode.NONE if consumer is not None else ErrorCode.GROUP_ID_NOT_FOUND
+                out[gid] = (
+                    ErrorCode.NONE if consumer is not None or streams is not None else ErrorCode.GROUP_ID_NOT_FOUND
+                )
             elif group.members or group.state not in (GroupState.EMPTY, GroupState.DEAD):
                 out[gid] = ErrorCode.NON_EMPTY_GROUP
             else:
