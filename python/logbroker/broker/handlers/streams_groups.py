@@ -99,7 +99,9 @@ async def streams_group_heartbeat(ctx, request):
             return Response(throttle_time_ms=0, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED)
     coord = ctx.broker.groups
     await coord.ensure_offsets_topic()
-    out = coord.streams.heartbeat(request, ctx.version, ctx.header.client_id or "", "/" + ctx.peer.rsplit(":", 1)[0])
+    out = await coord.streams.heartbeat(
+        request, ctx.version, ctx.header.client_id or "", "/" + ctx.peer.rsplit(":", 1)[0]
+    )
     status = list(out.get("status", ()))
     if out.get("create"):
         problems = await _create_internal_topics(ctx, request.group_id, out["create"])

@@ -38,6 +38,7 @@ from logbroker.coord.groups.consumer_group import ConsumerGroupCoordinator
 from logbroker.coord.groups.group import Group, GroupState, JoinResult, Member, SyncResult, Waiter
 from logbroker.coord.groups.offsets_topic import (
     OFFSETS_TOPIC,
+    SG_TYPE_BY_KIND,
     TYPE_BY_KIND,
     GroupRecord,
     MemberRecord,
@@ -221,16 +222,18 @@ class GroupCoordinator:
                         extra=fields(topic=OFFSETS_TOPIC, partition=index, offset=offset),
                     )
         consumer_groups = self.consumer.finish_load(t)
+        streams_groups = self.streams.finish_load(t)
         for p in parts:
             self._led[p.index] = epochs[p.index]
         self._loads_changed_now()
         log.info(
-            "coordinator for %s partition(s) %s: loaded %d committed offset(s) and %d consumer group(s); "
-            "%d group(s) now",
+            "coordinator for %s partition(s) %s: loaded %d committed offset(s), %d consumer group(s) and "
+            "%d streams group(s); %d group(s) now",
             OFFSETS_TOPIC,
             _ranges(sorted(p.index for p in parts)),
             n_offsets,
             len(consumer_groups),
+            len(streams_groups),
             len(self.groups),
             extra=fields(topic=OFFSETS_TOPIC),
         )
@@ -331,6 +334,9 @@ class GroupCoordinator:
         kind, group_id, topic, partition = parse_key(key)
         if kind in TYPE_BY_KIND:  # a KIP-848 consumer group's record (`topic` holds the member id)
             self.consumer.replay(kind, group_id, topic, value, names)
+            return 0
+        if kind in SG_TYPE_BY_KIND:  # a KIP-1071 streams group's record (`topic` holds the member id)
+            self.streams.replay(kind, group_id, topic, value)
             return 0
         group = self.groups.get(group_id)
         if kind == "offset":
@@ -508,6 +514,7 @@ class GroupCoordinator:
             now = trio.current_time()
             self._expire(now)
             await self.consumer.flush()
+            await self.streams.flush()
             while self._pending_stores:
                 g = self._pending_stores.pop(0)
                 await self._store_group(g)
@@ -1237,6 +1244,10 @@ class GroupCoordinator:
                 continue
             if streams is not None:
                 self.streams.drop_empty(gid)
+                code = await self.streams.persist(gid)
+                if code:
+                    out[gid] = code
+                    continue
             consumer = self.consumer.groups.get(gid)
             if consumer is not None:
                 if consumer.members:

@@ -42,20 +42,72 @@ temporarily (a static member, `group.instance.id`, that will come back and take 
 tasks). Offset commits (OffsetCommit, TxnOffsetCommit with exactly-once) from a member are
 checked against its epoch (`validate_commit`).
 
-State lives in memory on the group coordinator: a coordinator failover or restart starts the
-group afresh (members are told UNKNOWN_MEMBER_ID and rejoin). Until it is kept in
-__consumer_offsets, the streams-group APIs are served only with unstable.api.versions.enable.
+Persistence, as Kafka's (and as consumer_group.py's): the group lives in `__consumer_offsets` as
+Kafka 4.4's streams-group records (formats in offsets_topic.py): the group epoch with the
+metadata hash, the validated topology epoch and the number of standby replicas the assignment
+used; the topology; each member's metadata; the target assignment (its epoch and each member's
+tasks); each member's current assignment (epoch, previous epoch, state, tasks by role assigned
+and pending revocation, each active task's assignment epoch). After each change (a heartbeat,
+an expired session, the end of the initial rebalance delay) only the records that changed are
+written — the difference between the group's state and what its records already say (`_image`
+/ `persist`) — in one append, and the heartbeat is answered once that append is committed. A
+member leaving writes tombstones for its records; a group left empty stays, Empty, with its
+group-level records and its topology, until DeleteGroups tombstones them too.
+
+A new coordinator (after a failover, or the same broker after a restart) replays those records
+when it loads the partition (`replay`, then `finish_load`): group epoch, topology, target
+assignment, members with their epochs, states and tasks come back, and each member gets a fresh
+session timeout. Members keep heartbeating at their epoch with their tasks, and nothing
+rebalances. Not in the records, and rebuilt on load: the owners index and the static members
+(from the members' current assignments); the configured topology (configured again against the
+cluster's topics, as Kafka recomputes it; the group epoch is bumped only when the metadata hash
+of those topics changed since, as Kafka's); the initial rebalance delay (a group loaded while
+it ran — members, a ready topology, no task in any target — ends it at load and is assigned at
+its next heartbeat); `shutdown_by` (a member's SHUTDOWN_APPLICATION request, in memory in Kafka
+too) and the internal topics being created (asked again) start empty.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import logging
+import re
+import time
 from collections import Counter
 
 import trio
 
 from logbroker.coord.groups import streams_assignor, streams_topology
+from logbroker.coord.groups.offsets_topic import (
+    SG_CURRENT_ASSIGNMENT,
+    SG_MEMBER_METADATA,
+    SG_MEMBER_STABLE,
+    SG_MEMBER_UNRELEASED_TASKS,
+    SG_MEMBER_UNREVOKED_TASKS,
+    SG_METADATA,
+    SG_NUM_STANDBY_REPLICAS,
+    SG_TARGET_MEMBER,
+    SG_TARGET_METADATA,
+    SG_TOPOLOGY,
+    StreamsCurrentAssignmentRecord,
+    StreamsGroupMetadataRecord,
+    StreamsMemberRecord,
+    StreamsTargetRecord,
+    parse_streams_current_assignment_value,
+    parse_streams_group_metadata_value,
+    parse_streams_group_topology_value,
+    parse_streams_member_metadata_value,
+    parse_streams_target_member_value,
+    parse_streams_target_metadata_value,
+    streams_current_assignment_value,
+    streams_group_key,
+    streams_group_metadata_value,
+    streams_group_topology_value,
+    streams_member_metadata_value,
+    streams_target_member_value,
+    streams_target_metadata_value,
+)
 from logbroker.log_format import fields
 from logbroker.protocol import ErrorCode
 
@@ -74,6 +126,24 @@ ASSIGNMENT_DELAYED = 5
 STABLE, UNREVOKED_TASKS, UNRELEASED_TASKS = "STABLE", "UNREVOKED_TASKS", "UNRELEASED_TASKS"
 LEAVE_GROUP_EPOCH, LEAVE_GROUP_STATIC_EPOCH = -1, -2
 DEFAULT_REBALANCE_TIMEOUT_MS = 300_000
+
+# the member states as StreamsGroupCurrentMemberAssignmentValue.State writes them
+_STATE_BYTE = {
+    STABLE: SG_MEMBER_STABLE,
+    UNREVOKED_TASKS: SG_MEMBER_UNREVOKED_TASKS,
+    UNRELEASED_TASKS: SG_MEMBER_UNRELEASED_TASKS,
+}
+_STATE_OF_BYTE = {v: k for k, v in _STATE_BYTE.items()}
+
+# A record of a group's image: (kind, member id or None) -> a fingerprint of what it says
+RecordKey = tuple[str, str | None]
+# the order records go out in one append (as consumer_group.py's): a leaving member's
+# tombstones first, then new values, and the group-level tombstones of a deleted group last
+_TOMBSTONE_FIRST = [SG_CURRENT_ASSIGNMENT, SG_TARGET_MEMBER, SG_MEMBER_METADATA]
+_VALUES = [SG_TOPOLOGY, SG_MEMBER_METADATA, SG_METADATA, SG_TARGET_MEMBER, SG_TARGET_METADATA, SG_CURRENT_ASSIGNMENT]
+_TOMBSTONE_LAST = [SG_TARGET_METADATA, SG_TOPOLOGY, SG_METADATA]
+_UNKNOWN = object()  # a replayed record the loaded state does not reproduce (rewritten or tombstoned)
+_ABSENT = object()  # no record for the key
 
 
 @dataclasses.dataclass(frozen=True)
@@ -118,6 +188,9 @@ class StreamsMember:
         self.revocation_deadline: float | None = None
         self.left_temporarily = False
         self.last_sent: Tasks | None = None
+        # the member epoch each active task (assigned or pending revocation) was given at, as
+        # Kafka keeps it (StreamsGroupCurrentMemberAssignmentValue's AssignmentEpochs)
+        self.active_epochs: dict[TaskId, int] = {}
 
     def metadata(self) -> tuple:
         """What, when it changes, bumps the group epoch."""
@@ -184,6 +257,8 @@ class StreamsGroup:
         self.endpoint_epoch = 0
         self.delay_until: float | None = None
         self.creating: set[str] = set()  # internal topics asked of the controller, not yet in the image
+        self.metadata_hash = 0  # of the topics the topology was last configured against (`_metadata_hash`)
+        self.assignment_timestamp = 0  # ms, when the target assignment was last computed
 
     @property
     def state(self) -> str:
@@ -203,11 +278,20 @@ class StreamsGroup:
         """The one way a member's tasks change: the owners index follows."""
         self.owners.remove(m)
         m.assigned, m.pending_revocation = assigned, pending
+        m.active_epochs = {t: m.active_epochs.get(t, m.member_epoch) for t in assigned.active | pending.active}
         self.owners.add(m)
 
 
 def _task_ids(lists) -> frozenset[TaskId]:
     return frozenset((t.subtopology_id, p) for t in lists or () for p in t.partitions)
+
+
+class _Write:
+    """A group's append in flight: heartbeats that change nothing wait for it too."""
+
+    def __init__(self) -> None:
+        self.done = trio.Event()
+        self.error = ErrorCode.NONE
 
 
 class StreamsGroupCoordinator:
@@ -218,6 +302,12 @@ class StreamsGroupCoordinator:
         self.max_size = owner.config.get_int("group.streams.max.size")
         self.max_standby = owner.config.get_int("group.streams.max.standby.replicas")
         self.groups: dict[str, StreamsGroup] = {}
+        # what each group's records in __consumer_offsets say, as `_image` fingerprints (the
+        # newest value per key, once its append is queued; put back if that append fails)
+        self.persisted: dict[str, dict[RecordKey, object]] = {}
+        self.dirty: set[str] = set()  # groups changed outside a heartbeat (expiry, loading): `flush`
+        self._inflight: dict[str, _Write] = {}  # each group's newest append, until committed
+        self._replayed: dict[str, set[RecordKey]] = {}  # while loading: the live records per group
 
     # --- configs --------------------------------------------------------------------
 
@@ -242,9 +332,10 @@ class StreamsGroupCoordinator:
             extra=fields(group=group.group_id),
         )
 
-    def _configure(self, group: StreamsGroup) -> None:
+    def _configure(self, group: StreamsGroup, loading: bool = False) -> None:
         """(Re)configures the topology when it or the metadata image changed since; bumps the
-        group epoch when the task layout changed."""
+        group epoch when the task layout changed (`loading`: when the topics changed since the
+        group's records were written)."""
         if group.topology is None:
             return
         image = self.owner.controller.image
@@ -261,9 +352,40 @@ class StreamsGroupCoordinator:
         group.configured_for = (image, group.topology.epoch)
         group.creating &= set(group.configured.internal_topics_to_create)
         validated = group.topology.epoch if group.configured.subtopologies is not None else -1
-        if group.configured.subtopologies != before or validated != group.validated_epoch:
+        digest = self._metadata_hash(group, partitions, topics.keys())
+        # loaded from its records, the group does not know its last configuration: the hash of
+        # the topics it was configured against tells whether it still holds
+        changed = digest != group.metadata_hash if loading else group.configured.subtopologies != before
+        group.metadata_hash = digest
+        if changed or validated != group.validated_epoch:
             group.validated_epoch = validated
             self._bump(group, "topology configured" if validated >= 0 else "topology not ready")
+
+    @staticmethod
+    def _metadata_hash(group: StreamsGroup, partitions, names) -> int:
+        """StreamsGroupMetadataValue.MetadataHash, logbroker's own (Kafka hashes each topic's id,
+        name, partitions and racks with its own function; the value is only compared with what
+        this coordinator computes): a signed 64-bit hash of the name and partition count (-1:
+        missing) of every topic the topology reads or writes, and of the topics its source
+        regexes match."""
+        topology = group.topology
+        wanted: set[str] = set()
+        regexes = []
+        for s in topology.subtopologies:
+            wanted.update(s.source_topics, s.repartition_sink_topics)
+            wanted.update(t.name for t in s.state_changelog_topics + s.repartition_source_topics)
+            regexes.extend(s.source_topic_regex)
+        for rx in regexes:
+            try:
+                pattern = re.compile(rx)
+            except re.error:
+                continue
+            wanted.update(n for n in names if pattern.fullmatch(n))
+        h = hashlib.blake2b(digest_size=8)
+        for name in sorted(wanted):
+            n = partitions(name)
+            h.update(f"{name}\0{-1 if n is None else n}\0".encode())
+        return int.from_bytes(h.digest(), "big", signed=True)
 
     def _compute_target(self, group: StreamsGroup, now: float) -> None:
         """The target assignment at the group epoch, when it is newer than the assignment's.
@@ -301,6 +423,7 @@ class StreamsGroupCoordinator:
                 for mid in group.members
             }
         group.assignment_epoch = group.group_epoch
+        group.assignment_timestamp = int(time.time() * 1000)
         self.owner.wake()
 
     def _unreleased(self, group: StreamsGroup, m: StreamsMember, role: str, t: TaskId) -> bool:
@@ -383,22 +506,41 @@ class StreamsGroupCoordinator:
             group.shutdown_by = None
             group.group_epoch += 1
         self._compute_target(group, trio.current_time())
+        self.dirty.add(group.group_id)
 
     def drop_empty(self, group_id: str) -> bool:
-        """Removes an Empty group (DeleteGroups); False when it does not exist or has members."""
+        """Removes an Empty group (DeleteGroups); its records are tombstoned by the next
+        `persist`. False when it does not exist or has members."""
         group = self.groups.get(group_id)
         if group is None or group.members:
             return False
         del self.groups[group_id]
+        self.dirty.add(group_id)
         log.info("streams group %s: empty group removed", group_id, extra=fields(group=group_id))
         return True
 
     # --- heartbeat ------------------------------------------------------------------
 
-    def heartbeat(self, req, version: int, client_id: str, client_host: str) -> dict:
+    async def heartbeat(self, req, version: int, client_id: str, client_host: str) -> dict:
         """StreamsGroupHeartbeat: {"error", "message", "member_id", "member_epoch",
         "heartbeat_interval_ms", "assignment" (Tasks, when sent), "status" [(code, detail)],
-        "endpoint_epoch", "create" {internal topic: TopicInfo}}."""
+        "endpoint_epoch", "create" {internal topic: TopicInfo}}. The state change, then its
+        records (only what changed) appended to __consumer_offsets; the answer once they are
+        committed. A failed append answers its error (NOT_COORDINATOR when the partition moved,
+        ...): the member retries at the same epoch."""
+        out = self._heartbeat(req, version, client_id, client_host)
+        if not req.group_id or out["error"] in (
+            ErrorCode.NOT_COORDINATOR,
+            ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+            ErrorCode.COORDINATOR_NOT_AVAILABLE,
+        ):
+            return out
+        code = await self.persist(req.group_id)
+        if code:
+            return {"error": code, "message": f"writing the state of group {req.group_id} to __consumer_offsets failed"}
+        return out
+
+    def _heartbeat(self, req, version: int, client_id: str, client_host: str) -> dict:
         owner = self.owner
         gid = req.group_id
         code = owner.check_coordinator(gid)
@@ -540,6 +682,7 @@ class StreamsGroupCoordinator:
         m = StreamsMember(member_id, client_id, client_host)
         if inherited is not None:  # the static member's place: its tasks and epoch
             m.member_epoch, m.previous_epoch = inherited.member_epoch, inherited.previous_epoch
+            m.active_epochs = dict(inherited.active_epochs)
             m.state, m.assigned, m.pending_revocation = (
                 inherited.state,
                 inherited.assigned,
@@ -677,6 +820,7 @@ class StreamsGroupCoordinator:
         for g in list(self.groups.values()):
             if g.delay_until is not None and now >= g.delay_until:
                 self._compute_target(g, now)
+                self.dirty.add(g.group_id)
             for m in list(g.members.values()):
                 if m.session_deadline <= now:
                     self._remove(
@@ -696,7 +840,373 @@ class StreamsGroupCoordinator:
         gone = [gid for gid in self.groups if self.owner.partition_of(gid) in partitions]
         for gid in gone:
             del self.groups[gid]
+        for gid in [g for g in self.persisted if self.owner.partition_of(g) in partitions]:
+            del self.persisted[gid]
+        self.dirty = {g for g in self.dirty if self.owner.partition_of(g) not in partitions}
         return gone
+
+    # --- persistence: records in __consumer_offsets -------------------------------------
+
+    def _image(self, group: StreamsGroup | None) -> dict[RecordKey, object]:
+        """The records the group's state makes, as (kind, member id) -> a fingerprint of the
+        value (compared, not encoded: encoding happens only for what changed). A removed group
+        has none (its records are tombstoned); an Empty one keeps its group-level records."""
+        if group is None:
+            return {}
+        img: dict[RecordKey, object] = {
+            (SG_METADATA, None): (
+                group.group_epoch,
+                group.metadata_hash,
+                group.validated_epoch,
+                group.standby_replicas,
+            ),
+            (SG_TARGET_METADATA, None): (group.assignment_epoch, group.assignment_timestamp),
+        }
+        if group.topology is not None:
+            img[(SG_TOPOLOGY, None)] = group.topology
+        for mid, m in group.members.items():
+            img[(SG_MEMBER_METADATA, mid)] = (
+                m.instance_id,
+                m.rack_id,
+                m.client_id,
+                m.client_host,
+                m.rebalance_timeout_ms,
+                m.topology_epoch,
+                m.process_id,
+                m.user_endpoint,
+                tuple(m.client_tags.items()),
+            )
+            img[(SG_CURRENT_ASSIGNMENT, mid)] = (
+                m.member_epoch,
+                m.previous_epoch,
+                m.left_temporarily,
+                m.state,
+                m.assigned,
+                m.pending_revocation,
+                tuple(sorted(m.active_epochs.items())),
+            )
+        for mid, tasks in group.target.items():
+            img[(SG_TARGET_MEMBER, mid)] = tasks
+        return img
+
+    @staticmethod
+    def _task_ids(tasks: frozenset[TaskId]) -> list[tuple[str, list[int]]]:
+        by_sub: dict[str, list[int]] = {}
+        for sid, p in tasks:
+            by_sub.setdefault(sid, []).append(p)
+        return [(sid, sorted(ps)) for sid, ps in sorted(by_sub.items())]
+
+    @staticmethod
+    def _with_epochs(tasks: frozenset[TaskId], epochs: dict[TaskId, int]) -> list[tuple[str, list[int], list[int]]]:
+        out = []
+        for sid, ps in StreamsGroupCoordinator._task_ids(tasks):
+            known = all((sid, p) in epochs for p in ps)
+            out.append((sid, ps, [epochs[(sid, p)] for p in ps] if known else []))
+        return out
+
+    def _value(self, group: StreamsGroup, kind: str, mid: str | None) -> bytes:
+        if kind == SG_METADATA:
+            return streams_group_metadata_value(
+                StreamsGroupMetadataRecord(
+                    group.group_epoch,
+                    group.metadata_hash,
+                    group.validated_epoch,
+                    [(SG_NUM_STANDBY_REPLICAS, str(group.standby_replicas))],
+                )
+            )
+        if kind == SG_TOPOLOGY:
+            return streams_group_topology_value(group.topology)
+        if kind == SG_TARGET_METADATA:
+            return streams_target_metadata_value(group.assignment_epoch, group.assignment_timestamp)
+        if kind == SG_TARGET_MEMBER:
+            t = group.target[mid]
+            return streams_target_member_value(
+                StreamsTargetRecord(self._task_ids(t.active), self._task_ids(t.standby), self._task_ids(t.warmup))
+            )
+        m = group.members[mid]
+        if kind == SG_MEMBER_METADATA:
+            return streams_member_metadata_value(
+                StreamsMemberRecord(
+                    m.instance_id,
+                    m.rack_id,
+                    m.client_id,
+                    m.client_host,
+                    m.rebalance_timeout_ms,
+                    m.topology_epoch,
+                    m.process_id,
+                    m.user_endpoint,
+                    list(m.client_tags.items()),
+                )
+            )
+        # a static member gone for now: epoch -2 (as Kafka), its own epoch kept as the previous one
+        epoch, previous = (
+            (LEAVE_GROUP_STATIC_EPOCH, m.member_epoch) if m.left_temporarily else (m.member_epoch, m.previous_epoch)
+        )
+        a, p = m.assigned, m.pending_revocation
+        return streams_current_assignment_value(
+            StreamsCurrentAssignmentRecord(
+                epoch,
+                previous,
+                _STATE_BYTE[m.state],
+                self._with_epochs(a.active, m.active_epochs),
+                self._task_ids(a.standby),
+                self._task_ids(a.warmup),
+                self._with_epochs(p.active, m.active_epochs),
+                self._task_ids(p.standby),
+                self._task_ids(p.warmup),
+            )
+        )
+
+    def _delta(self, gid: str) -> tuple[list[tuple[bytes, bytes | None]], dict[RecordKey, tuple[object, object]]]:
+        """The records that bring the group's records up to its state (values for what changed,
+        tombstones for what went), in the order above, and marks them written; with, per key,
+        (fingerprint before, after) to put back should the append fail."""
+        group = self.groups.get(gid)
+        new = self._image(group)
+        old = self.persisted.get(gid, {})
+        changed = [k for k, fp in new.items() if k not in old or old[k] is _UNKNOWN or old[k] != fp]
+        gone = [k for k in old if k not in new]
+        if not changed and not gone:
+            return [], {}
+        records: list[tuple[bytes, bytes | None]] = []
+        for kind in _TOMBSTONE_FIRST:
+            records += [(streams_group_key(kind, gid, mid), None) for k, mid in gone if k == kind]
+        for kind in _VALUES:
+            records += [
+                (streams_group_key(kind, gid, mid), self._value(group, kind, mid)) for k, mid in changed if k == kind
+            ]
+        for kind in _TOMBSTONE_LAST:
+            records += [(streams_group_key(kind, gid, mid), None) for k, mid in gone if k == kind]
+        undo = {k: (old.get(k, _ABSENT), new.get(k, _ABSENT)) for k in changed + gone}
+        img = self.persisted.setdefault(gid, {})
+        for k in changed:
+            img[k] = new[k]
+        for k in gone:
+            del img[k]
+        if not img:
+            del self.persisted[gid]
+        return records, undo
+
+    async def persist(self, gid: str) -> int:
+        """Write what changed in the group since its last records and wait until that is
+        committed (or, when nothing changed, until the group's write in flight is): NONE, or
+        the error of the append. As consumer_group.py's: computed and queued without a
+        checkpoint in between (a group's appends land in the order of its changes), the append
+        shielded from cancellation, the written image put back when it fails."""
+        self.dirty.discard(gid)
+        records, undo = self._delta(gid)
+        if not records:
+            pending = self._inflight.get(gid)
+            if pending is None:
+                return ErrorCode.NONE
+            await pending.done.wait()
+            return pending.error
+        write = self._inflight[gid] = _Write()
+        try:
+            with trio.CancelScope(shield=True):
+                e = await self.owner.append_records(gid, records)
+            if e is None:
+                log.debug(
+                    "streams group %s: %d record(s) written to __consumer_offsets-%d",
+                    gid,
+                    len(records),
+                    self.owner.partition_of(gid),
+                    extra=fields(group=gid),
+                )
+                return ErrorCode.NONE
+            write.error = e.code
+            img = self.persisted.get(gid, {})
+            for k, (before, after) in undo.items():  # unless a later change already rewrote it
+                if img.get(k, _ABSENT) == after:
+                    if before is _ABSENT:
+                        img.pop(k, None)
+                    else:
+                        img[k] = before
+            if img:
+                self.persisted[gid] = img
+            log.error(
+                "streams group %s: writing %d record(s) to __consumer_offsets-%d failed (%s): %s",
+                gid,
+                len(records),
+                self.owner.partition_of(gid),
+                ErrorCode(e.code).name,
+                e,
+                extra=fields(group=gid, topic="__consumer_offsets", partition=self.owner.partition_of(gid)),
+            )
+        finally:
+            write.done.set()
+            if self._inflight.get(gid) is write:
+                del self._inflight[gid]
+        return write.error
+
+    async def flush(self) -> None:
+        """Write the groups changed outside a heartbeat (expired members, the end of an initial
+        rebalance delay, repairs after loading)."""
+        while self.dirty:
+            await self.persist(self.dirty.pop())
+
+    # --- loading: replaying the records ------------------------------------------------------
+
+    def replay(self, kind: str, gid: str, member_id: str | None, value: bytes | None) -> None:
+        """One streams-group record of a partition being loaded (as Kafka's replay: a value
+        creates the group / member when missing; a tombstone of something unknown is ignored).
+        OffsetsRecordError for an unreadable value."""
+        keys = self._replayed.setdefault(gid, set())
+        if value is None:
+            keys.discard((kind, member_id))
+        else:
+            keys.add((kind, member_id))
+        group = self.groups.get(gid)
+        if group is None:
+            if value is None:
+                return
+            group = self.groups[gid] = StreamsGroup(gid)
+
+        def member() -> StreamsMember:
+            m = group.members.get(member_id)
+            if m is None:
+                m = group.members[member_id] = StreamsMember(member_id, "", "")
+            return m
+
+        def tasks(ids) -> frozenset[TaskId]:
+            return frozenset((t[0], p) for t in ids for p in t[1])
+
+        if kind == SG_METADATA:
+            if value is None:
+                del self.groups[gid]  # the group was deleted (its other records are tombstoned first)
+            else:
+                rec = parse_streams_group_metadata_value(value)
+                group.group_epoch, group.metadata_hash = rec.epoch, rec.metadata_hash
+                group.validated_epoch = rec.validated_topology_epoch
+                configs = dict(rec.last_assignment_configs)
+                try:
+                    group.standby_replicas = int(configs.get(SG_NUM_STANDBY_REPLICAS, "0"))
+                except ValueError:
+                    group.standby_replicas = 0
+        elif kind == SG_TOPOLOGY:
+            group.topology = None if value is None else parse_streams_group_topology_value(value)
+        elif kind == SG_TARGET_METADATA:
+            group.assignment_epoch, group.assignment_timestamp = (
+                (0, 0) if value is None else parse_streams_target_metadata_value(value)
+            )
+        elif kind == SG_TARGET_MEMBER:
+            if value is None:
+                group.target.pop(member_id, None)
+            else:
+                rec = parse_streams_target_member_value(value)
+                group.target[member_id] = Tasks(tasks(rec.active), tasks(rec.standby), tasks(rec.warmup))
+        elif kind == SG_MEMBER_METADATA:
+            if value is None:
+                group.members.pop(member_id, None)
+            else:
+                rec = parse_streams_member_metadata_value(value)
+                m = member()
+                m.instance_id, m.rack_id, m.client_id, m.client_host = (
+                    rec.instance_id,
+                    rec.rack_id,
+                    rec.client_id,
+                    rec.client_host,
+                )
+                m.rebalance_timeout_ms = (
+                    rec.rebalance_timeout_ms if rec.rebalance_timeout_ms > 0 else DEFAULT_REBALANCE_TIMEOUT_MS
+                )
+                m.topology_epoch, m.process_id = rec.topology_epoch, rec.process_id
+                m.user_endpoint, m.client_tags = rec.user_endpoint, dict(rec.client_tags)
+        elif kind == SG_CURRENT_ASSIGNMENT:
+            if value is None:
+                m = group.members.get(member_id)
+                if m is not None:  # leaving: its metadata's tombstone follows
+                    m.member_epoch, m.previous_epoch = LEAVE_GROUP_EPOCH, LEAVE_GROUP_EPOCH
+                    m.assigned, m.pending_revocation, m.active_epochs = EMPTY, EMPTY, {}
+            else:
+                rec = parse_streams_current_assignment_value(value)
+                m = member()
+                m.left_temporarily = rec.member_epoch == LEAVE_GROUP_STATIC_EPOCH
+                if m.left_temporarily:
+                    m.member_epoch, m.previous_epoch = rec.previous_member_epoch, -1
+                else:
+                    m.member_epoch, m.previous_epoch = rec.member_epoch, rec.previous_member_epoch
+                m.state = _STATE_OF_BYTE.get(rec.state, STABLE)
+                m.assigned = Tasks(tasks(rec.active), tasks(rec.standby), tasks(rec.warmup))
+                m.pending_revocation = Tasks(
+                    tasks(rec.active_pending_revocation),
+                    tasks(rec.standby_pending_revocation),
+                    tasks(rec.warmup_pending_revocation),
+                )
+                m.active_epochs = {
+                    (sid, p): e
+                    for sid, ps, es in rec.active + rec.active_pending_revocation
+                    if len(es) == len(ps)
+                    for p, e in zip(ps, es, strict=True)
+                }
+                m.active_epochs = {
+                    t: m.active_epochs.get(t, m.member_epoch) for t in m.assigned.active | m.pending_revocation.active
+                }
+
+    def finish_load(self, now: float) -> list[str]:
+        """After the records of the partitions being loaded: the groups they hold take over.
+        What the records do not hold is rebuilt: the owners index and the static members from
+        the members' current assignments; the configured topology by configuring the topology
+        against the cluster's topics again (as Kafka does), the group epoch bumped only when the
+        topics changed since (the metadata hash); each member gets a fresh session timeout (and
+        rebalance timeout for a revocation in progress). A group loaded during its initial
+        rebalance delay (members, a ready topology, no task in any target) ends the delay now:
+        its next heartbeat assigns. The records replayed become the groups' written image;
+        where the loaded state differs (records of a half-written change, a new configuration),
+        the group is queued for `flush`. The ids of the groups loaded."""
+        loaded = []
+        for gid, keys in self._replayed.items():
+            group = self.groups.get(gid)
+            if group is not None:
+                for mid in [mid for mid, m in group.members.items() if m.member_epoch < 0]:
+                    del group.members[mid]  # a leave half-written: finish it
+                    group.target.pop(mid, None)
+                group.owners = _Owners()
+                for m in group.members.values():
+                    group.owners.add(m)
+                group.static_members = {
+                    m.instance_id: mid for mid, m in group.members.items() if m.instance_id is not None
+                }
+                group.configured = group.configured_for = None
+                self._configure(group, loading=True)
+                ready = group.configured is not None and group.configured.subtopologies is not None
+                if (
+                    group.members
+                    and ready
+                    and group.assignment_epoch == group.group_epoch
+                    and not any(group.target.get(mid) for mid in group.members)
+                ):
+                    self._bump(group, "streams.initial.rebalance.delay.ms ended at load")
+            img = self._image(group)
+            baseline = {k: img.get(k, _UNKNOWN) for k in keys}
+            if baseline:
+                self.persisted[gid] = baseline
+            if baseline != img:
+                self.dirty.add(gid)
+            if group is None:
+                continue
+            loaded.append(gid)
+            session = self.session_timeout_ms(gid) / 1000
+            for m in group.members.values():
+                m.session_deadline = now + session
+                m.revocation_deadline = now + m.rebalance_timeout_ms / 1000 if m.pending_revocation else None
+                m.last_sent = None
+            log.info(
+                "streams group %s loaded: group epoch %d, assignment epoch %d, %d member(s) %s",
+                gid,
+                group.group_epoch,
+                group.assignment_epoch,
+                len(group.members),
+                ", ".join(
+                    f"{mid} at epoch {m.member_epoch} with {len(m.assigned.all())} task(s)"
+                    for mid, m in group.members.items()
+                ),
+                extra=fields(group=gid),
+            )
+        self._replayed.clear()
+        if self.dirty:
+            self.owner.wake()
+        return loaded
 
     # --- offsets and describe ---------------------------------------------------------
 
