@@ -97,14 +97,10 @@ def test_api_versions_advertises_exactly_the_handlers(broker):
             got = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
             # a single node is a quorum of one voter: DescribeQuorum is served as in a cluster;
             # on a PLAINTEXT listener SaslHandshake and SaslAuthenticate are not (tests/test_sasl.py);
-            # the share-group APIs are (group.share.enable is true by default)
-            # the streams-group APIs only with unstable.api.versions.enable (tests/test_streams_groups.py)
-            assert got == {
-                k: (e.min_version, e.max_version)
-                for k, e in HANDLERS.items()
-                if not e.sasl_only and e.enabled_by != "unstable.api.versions.enable"
-            }
-            assert 55 in got
+            # the share-group APIs are (group.share.enable is true by default), and the
+            # streams-group APIs (streams.version is 1 on a new cluster)
+            assert got == {k: (e.min_version, e.max_version) for k, e in HANDLERS.items() if not e.sasl_only}
+            assert 55 in got and 88 in got and 89 in got
             assert 17 not in got and 36 not in got and HANDLERS[17].sasl_only
             assert 78 in got and HANDLERS[78].enabled_by == "group.share.enable"
 

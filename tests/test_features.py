@@ -56,6 +56,7 @@ def test_levels_are_finalized_in_the_log_and_updated_by_update_features(tmp_path
             "transaction.version": 2,
             "group.version": 1,
             "share.version": 1,
+            "streams.version": 1,
             "eligible.leader.replicas.version": 1,
         }
         assert epoch > 0 and 68 in apis and 57 in apis  # ConsumerGroupHeartbeat, UpdateFeatures

@@ -32,7 +32,6 @@ from logbroker.protocol import REQUESTS, ErrorCode
 HERE = Path(__file__).resolve().parent
 DeleteGroups = REQUESTS[42]
 CONFIG = {
-    "unstable.api.versions.enable": "true",
     "group.streams.initial.rebalance.delay.ms": "0",
     "group.streams.heartbeat.interval.ms": "100",
     "group.streams.session.timeout.ms": "10000",

@@ -1,5 +1,6 @@
 """Streams groups (KIP-1071, coord/groups/streams_group.py) over the wire with exact requests:
-the APIs are served only with unstable.api.versions.enable; the first member's topology
+the APIs are served while the feature streams.version is 1 (a new cluster's level; a downgrade
+to 0 stops them); the first member's topology
 configured against the cluster (missing source topics, the internal topics created, the task
 count); tasks balanced over members and moved by revoke-then-assign (never active on two
 members at once); leaving, fencing by epoch, session expiry; offset commits checked against
@@ -26,7 +27,6 @@ FindCoordinator = REQUESTS[10]
 ApiVersions = REQUESTS[18]
 
 FAST = {
-    "unstable.api.versions.enable": "true",
     "group.streams.initial.rebalance.delay.ms": "0",
     "group.streams.heartbeat.interval.ms": "100",
     "group.streams.session.timeout.ms": "1500",
@@ -102,13 +102,22 @@ def by_sub(ts):
     return list(out.items())
 
 
-def test_not_served_without_unstable_api_versions(broker):
-    with RawClient(broker.bootstrap_servers) as c:
-        keys = {
-            k.api_key
-            for k in c.request(18, 3, ApiVersions(client_software_name="t", client_software_version="1")).api_keys
-        }
-        assert 88 not in keys and 89 not in keys
+def test_served_while_streams_version_is_1(broker):
+    """As Kafka 4.2+: streams.version 1 on a new cluster serves the APIs; UpdateFeatures'
+    downgrade to 0 (kafka-features downgrade --feature streams.version=0) stops advertising
+    them, the upgrade back to 1 serves them again."""
+    from test_features import features, update
+
+    bs = broker.bootstrap_servers
+    supported, finalized, _epoch, apis = features(bs)
+    assert supported["streams.version"] == (0, 1) and finalized["streams.version"] == 1
+    assert 88 in apis and 89 in apis
+    r = update(bs, 1, ("streams.version", 0, 2))  # SAFE_DOWNGRADE
+    assert r.error_code == 0 and [x.error_code for x in r.results] == [ErrorCode.NONE], r
+    supported, finalized, _epoch, apis = features(bs)
+    assert "streams.version" not in finalized and 88 not in apis and 89 not in apis
+    assert update(bs, 1, ("streams.version", 1, 1)).error_code == 0
+    assert {88, 89} <= features(bs)[3]
 
 
 def test_topology_configured_tasks_balanced_and_moved_by_revocation(sbroker):

@@ -27,18 +27,12 @@ END = "<!-- api-versions:end -->"
 # What a row below Kafka says when REASONS names nothing for its API.
 NEWER = "not served yet (issue 47, part 5)"
 
-STREAMS = (
-    "streams groups (KIP-1071) are served only with unstable.api.versions.enable until their state is kept in "
-    "__consumer_offsets (issue 47, part 1)"
-)
 SASL_ONLY = (
     "listed only by a broker with a SASL listener (docs/security.md); the table's node listens on "
     "PLAINTEXT alone, where Kafka lists it and refuses its use"
 )
 # Why logbroker serves an API below Kafka's newest version, or not at all (issue 47, part 5).
 REASONS: dict[str, str] = {
-    "StreamsGroupHeartbeat": STREAMS,
-    "StreamsGroupDescribe": STREAMS,
     "StreamsGroupTopologyDescriptionUpdate": "the topology description (KIP-1331) is not stored: the heartbeat "
     "never asks a member for it (TopologyDescriptionRequired false), so no 4.4 client sends it",
     "SaslHandshake": SASL_ONLY,

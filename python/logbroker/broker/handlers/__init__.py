@@ -315,8 +315,8 @@ def _build() -> tuple[dict[int, HandlerEntry], dict[int, HandlerEntry]]:
         table[key] = HandlerEntry(key, lo, hi, fn)
     for key, lo, hi, fn in [*share_groups.ENTRIES, *share_state.ENTRIES]:  # KIP-932: and share.version 1
         table[key] = HandlerEntry(key, lo, hi, fn, enabled_by="group.share.enable", feature=("share.version", 1))
-    for key, lo, hi, fn in streams_groups.ENTRIES:  # KIP-1071, while its state is not yet persisted
-        table[key] = HandlerEntry(key, lo, hi, fn, enabled_by="unstable.api.versions.enable")
+    for key, lo, hi, fn in streams_groups.ENTRIES:  # KIP-1071: while streams.version is at least 1
+        table[key] = HandlerEntry(key, lo, hi, fn, feature=("streams.version", 1))
     quorum = HandlerEntry(
         describe_quorum.API_KEY, describe_quorum.MIN_VERSION, describe_quorum.MAX_VERSION, describe_quorum.handle
     )

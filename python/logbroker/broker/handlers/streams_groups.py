@@ -1,6 +1,7 @@
 """KIP-1071 streams-group APIs: StreamsGroupHeartbeat (88), StreamsGroupDescribe (89). The
-logic is in coord/groups/streams_group.py; served (and advertised) while
-unstable.api.versions.enable is true (the group's state is not yet kept in __consumer_offsets).
+logic is in coord/groups/streams_group.py (the groups kept in __consumer_offsets); served (and
+advertised) while the feature streams.version is at least 1, as Kafka 4.2+ (finalized 1 on a new
+cluster; `kafka-features downgrade --feature streams.version=0` stops them).
 
 The heartbeat also creates the internal topics the group's topology needs (repartition and
 changelog topics, with the partitions and configs the configured topology gives them) through

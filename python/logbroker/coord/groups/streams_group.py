@@ -65,6 +65,9 @@ of those topics changed since, as Kafka's); the initial rebalance delay (a group
 it ran — members, a ready topology, no task in any target — ends it at load and is assigned at
 its next heartbeat); `shutdown_by` (a member's SHUTDOWN_APPLICATION request, in memory in Kafka
 too) and the internal topics being created (asked again) start empty.
+
+The streams-group APIs are served while the feature streams.version is at least 1, as Kafka
+4.2+ (finalized 1 on a new cluster; handlers/streams_groups.py).
 """
 
 from __future__ import annotations

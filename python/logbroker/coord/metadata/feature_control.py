@@ -12,12 +12,14 @@ group.version 1, kraft.version 1, eligible.leader.replicas.version 1, share.vers
     transaction.version              0 .. 2    2: transactions v2 (KIP-890) offered to clients
     group.version                    0 .. 1    1: the consumer group protocol (KIP-848) is served
     share.version                    0 .. 1    1: share groups (KIP-932) are served
+    streams.version                  0 .. 1    1: streams groups (KIP-1071) are served (Kafka 4.2+)
     eligible.leader.replicas.version 0 .. 1    1: eligible leader replicas (KIP-966, eligible_leaders.py)
 
 A new metadata log gets its levels from the active controller (`bootstrap`):
 metadata.version 27, transaction.version from the `transaction.version` key, group.version
 1, share.version 1 when `group.share.enable` (else 0), eligible.leader.replicas.version 1
-(Kafka 4.1's default for new clusters), kraft.version 0; a log written before features
+(Kafka 4.1's default for new clusters), streams.version 1 (Kafka 4.2+'s default for new
+clusters), kraft.version 0; a log written before features
 existed gets them the same way. A log that finalized eligible.leader.replicas.version 0
 keeps it until `kafka-features upgrade` raises it. Level 0 is written as no record (a feature at 0 is
 not finalized, as Kafka lists it).
@@ -50,6 +52,7 @@ SUPPORTED: dict[str, tuple[int, int]] = {
     "transaction.version": (0, 2),
     "group.version": (0, 1),
     "share.version": (0, 1),
+    "streams.version": (0, 1),
     "eligible.leader.replicas.version": (0, 1),
 }
 
@@ -67,6 +70,7 @@ def bootstrap_levels(config: BrokerConfig) -> dict[str, int]:
         "transaction.version": config.get_int("transaction.version"),
         "group.version": 1,
         "share.version": 1 if config.get_bool("group.share.enable") else 0,
+        "streams.version": 1,
         "eligible.leader.replicas.version": 1,
     }
 
