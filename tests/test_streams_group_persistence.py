@@ -263,3 +263,149 @@ def test_members_continue_after_their_coordinator_is_killed(tmp_path):
         continue_at(moved.bootstrap_servers, held)
         with RawClient(moved.bootstrap_servers) as c:
             assert view(describe(c)) == before
+
+
+# --- the coordinator on trio's mock clock: a reload rebuilds the very same state -------------
+
+
+def sg_state(coord, group: str) -> dict:
+    g = coord.streams.groups[group]
+    return {
+        "epochs": (g.group_epoch, g.assignment_epoch, g.validated_epoch, g.standby_replicas, g.metadata_hash),
+        "topology": g.topology,
+        "configured": g.configured.subtopologies if g.configured else None,
+        "target": {k: v for k, v in g.target.items() if v or k in g.members},
+        "static": dict(g.static_members),
+        "owners": (dict(g.owners.active), dict(g.owners.standby), dict(g.owners.warmup)),
+        "members": {
+            mid: (
+                m.member_epoch,
+                m.previous_epoch,
+                m.state,
+                m.assigned,
+                m.pending_revocation,
+                dict(m.active_epochs),
+                m.left_temporarily,
+                m.instance_id,
+                m.process_id,
+                m.client_id,
+                m.client_host,
+                m.rebalance_timeout_ms,
+                m.topology_epoch,
+                m.user_endpoint,
+                dict(m.client_tags),
+            )
+            for mid, m in g.members.items()
+        },
+    }
+
+
+def sg_records(coord, group: str, start: int) -> list[tuple[str, str | None]]:
+    from logbroker.coord.groups import offsets_topic as ot
+
+    part = coord.replicas.get(OFFSETS_TOPIC, coord.partition_of(group))
+    out = []
+    for _o, _ts, key, _value in part.log.read_records(start, part.log.log_end_offset):
+        kind, gid, member, _ = ot.parse_key(key)
+        if gid == group and kind in ot.SG_TYPE_BY_KIND:
+            out.append((kind, member))
+    return out
+
+
+@pytest.mark.trio
+async def test_reload_rebuilds_the_streams_group_from_its_records(tmp_path, nursery):
+    from test_group_coordinator import make
+
+    from logbroker.coord.groups.offsets_topic import (
+        SG_CURRENT_ASSIGNMENT,
+        SG_MEMBER_METADATA,
+        SG_METADATA,
+        SG_TARGET_MEMBER,
+        SG_TARGET_METADATA,
+        SG_TOPOLOGY,
+    )
+    from logbroker.coord.groups.streams_group import UNREVOKED_TASKS
+
+    coord = await make(tmp_path, nursery, group_streams_initial_rebalance_delay_ms=0)
+    H = REQUESTS[88]
+
+    async def beat(member, epoch, owned=None, instance=None, process=None):
+        joining = epoch == 0
+        req = H(
+            group_id="s",
+            member_id=member,
+            member_epoch=epoch,
+            endpoint_information_epoch=0,
+            instance_id=instance,
+            rebalance_timeout_ms=20000 if joining else -1,
+            topology=topology(source="t", epoch=1) if joining else None,
+            process_id=(process or f"proc-{member}") if joining else None,
+            user_endpoint=H.Endpoint(host="h", port=8080) if joining else None,
+            client_tags=[H.KeyValue(key="zone", value="z1")] if joining else None,
+            active_tasks=None if owned is None else [H.TaskIds(subtopology_id="0", partitions=sorted(owned))],
+            standby_tasks=None if owned is None else [],
+            warmup_tasks=None if owned is None else [],
+        )
+        out = await coord.streams.heartbeat(req, 1, f"client-{member}", "/127.0.0.1")
+        assert out["error"] == 0, out
+        return out
+
+    async def reload_same():
+        before = sg_state(coord, "s")
+        for mid, m in list(before["members"].items()):
+            if m[6]:  # away for now: its record holds epoch -2 and its own epoch (as the previous)
+                before["members"][mid] = (m[0], -1, *m[2:])
+        await coord.reload()
+        after = sg_state(coord, "s")
+        for k, v in before.items():
+            if k == "members":
+                for mid, fields in v.items():
+                    for i, f in enumerate(fields):
+                        assert after[k][mid][i] == f, (mid, i, f, after[k][mid][i])
+            assert after[k] == v, (k, v, after[k])
+        assert not coord.streams.dirty  # nothing to repair: the records said it all
+
+    def log_end():
+        return coord.replicas.get(OFFSETS_TOPIC, coord.partition_of("s")).log.log_end_offset
+
+    at = log_end()
+    r1 = await beat("m1", 0)
+    assert {p for _s, p in r1["assignment"].active} == {0, 1, 2, 3}
+    kinds = {k for k, _ in sg_records(coord, "s", at)}
+    assert kinds == {SG_TOPOLOGY, SG_MEMBER_METADATA, SG_METADATA, SG_TARGET_MEMBER, SG_TARGET_METADATA,
+                     SG_CURRENT_ASSIGNMENT}  # fmt: skip
+    at = log_end()
+    e1 = r1["member_epoch"]
+    await beat("m1", e1, owned={0, 1, 2, 3})  # changes nothing, writes nothing
+    assert log_end() == at
+    await reload_same()
+    r2 = await beat("m2", 0, instance="i2")
+    r1 = await beat("m1", e1, owned={0, 1, 2, 3})  # m1 must revoke two tasks first
+    kept = {p for _s, p in r1["assignment"].active}
+    assert len(kept) == 2 and coord.streams.groups["s"].members["m1"].state == UNREVOKED_TASKS
+    await reload_same()  # mid-revocation
+    r1 = await beat("m1", e1, owned=kept)
+    r2 = await beat("m2", r2["member_epoch"], owned=set())
+    assert {p for _s, p in r2["assignment"].active} == {0, 1, 2, 3} - kept
+    await reload_same()
+    e2 = r2["member_epoch"]
+    await beat("m2", -2, instance="i2")  # a static member leaves for now
+    await reload_same()
+    back = await beat("m2b", 0, instance="i2", process="proc-m2")  # comes back: its place, tasks, epoch
+    assert back["member_epoch"] == e2 and {p for _s, p in back["assignment"].active} == {0, 1, 2, 3} - kept
+    assert "m2" not in coord.streams.groups["s"].members
+    await reload_same()
+    at = log_end()
+    await beat("m1", -1)  # leaves: its records tombstoned
+    recs = sg_records(coord, "s", at)
+    assert [r for r in recs if r[1] == "m1"][:3] == [
+        (SG_CURRENT_ASSIGNMENT, "m1"),
+        (SG_TARGET_MEMBER, "m1"),
+        (SG_MEMBER_METADATA, "m1"),
+    ], recs
+    await reload_same()
+    await beat("m2b", -1)
+    await reload_same()  # Empty, with its epoch and topology
+    assert (await coord.delete_groups(["s"])) == {"s": 0}
+    await coord.reload()
+    assert "s" not in coord.streams.groups and "s" not in coord.streams.persisted

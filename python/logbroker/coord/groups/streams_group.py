@@ -585,6 +585,7 @@ class StreamsGroupCoordinator:
                     len(topology.subtopologies),
                     extra=fields(group=gid),
                 )
+            known = member_id in group.members  # a rejoin (not a static member taking over a place)
             m, joined = self._join(group, req, member_id, client_id, client_host, now)
             if isinstance(m, dict):
                 return m
@@ -611,7 +612,7 @@ class StreamsGroupCoordinator:
                     "error": ErrorCode.FENCED_MEMBER_EPOCH,
                     "message": f"member {member_id} sent epoch {epoch}, its epoch is {m.member_epoch}",
                 }
-            joined = False
+            joined = known = False
         before = m.metadata()
         self._update(m, req)
         if joined or m.metadata() != before:
@@ -636,7 +637,7 @@ class StreamsGroupCoordinator:
         if req.shutdown_application:
             group.shutdown_by = member_id
         self._compute_target(group, now)
-        if epoch == 0 and not joined:  # a rejoin of a known member: it starts again without tasks
+        if epoch == 0 and known:  # a rejoin of a known member: it starts again without tasks
             group.set_tasks(m, EMPTY, EMPTY)
             m.state = STABLE
         self._reconcile(group, m, owned, now)
