@@ -10,6 +10,9 @@ against logbroker and against Apache Kafka, three nodes each (RF 3, min.insync.r
   committed count equals the true count, and no read_committed consumer of the output ever
   saw a count above the true one (a record counted twice would show as one) or a count going
   down.
+- `streams-word-count-streams`: the same application with `group.protocol=streams`
+  (KIP-1071: the broker configures the topology, creates the internal topics and assigns the
+  tasks). The broker killed is the group's coordinator, which holds the group's state.
 - `connect-file-round-trip`: Kafka Connect's distributed worker (config, offset and status
   topics replicated 3 ways) with the file source and file sink connectors, configured through
   its REST API. Once part of the file is copied, the worker stops and the data's leader is
@@ -20,7 +23,7 @@ against logbroker and against Apache Kafka, three nodes each (RF 3, min.insync.r
 
 Settings (broker_settings, the same on both): `group.initial.rebalance.delay.ms=0`, so a
 Streams restart does not wait 3 s for more members. The short form (CI,
-tests/test_compat_frameworks.py) runs both cases against logbroker alone; the full form
+tests/test_compat_frameworks.py) runs every case against logbroker alone; the full form
 (`./scripts/compat frameworks`) runs them on both brokers.
 """
 
@@ -95,6 +98,18 @@ def leader_node(target, topic: str, partition: int):
     desc = admin.describe_topics(TopicCollection([topic]))[topic].result(30)
     leader = desc.partitions[partition].leader.id
     return next(n for n in target.peer.nodes if n.node_id == leader)
+
+
+def coordinator_node(target, group: str):
+    """The peer node coordinating `group` (FindCoordinator)."""
+    from logbroker.protocol import REQUESTS
+    from tests.rawclient import RawClient
+
+    FindCoordinator = REQUESTS[10]
+    with RawClient(target.bootstrap.split(",")[0], timeout=30) as c:
+        r = c.request(10, 4, FindCoordinator(key_type=0, coordinator_keys=[group])).coordinators[0]
+    check(r.error_code == 0, f"FindCoordinator for group {group!r}: error {r.error_code} {r.error_message}")
+    return next(n for n in target.peer.nodes if n.node_id == r.node_id)
 
 
 def kill(node) -> None:
@@ -220,7 +235,9 @@ def streams_word_count(target, inst, work: Path, protocol: str) -> None:
         while not reader.seen and time.monotonic() < deadline:
             reader.poll_for(0.5)
         check(bool(reader.seen), f"no counts committed within 90 s:\n{app.text()[-4000:]}")
-        victim = leader_node(target, "lines", 0)
+        # the classic protocol: the leader of an input partition; streams groups: the group's
+        # coordinator, which holds the group's state and task assignment
+        victim = leader_node(target, "lines", 0) if protocol == "classic" else coordinator_node(target, app_id)
         app.kill()
         kill(victim)
         try:
@@ -375,6 +392,7 @@ def connect_file_round_trip(target, inst, work: Path) -> None:
 
 CASES: dict[str, Callable] = {
     "streams-word-count-classic": lambda target, inst, work: streams_word_count(target, inst, work, "classic"),
+    "streams-word-count-streams": lambda target, inst, work: streams_word_count(target, inst, work, "streams"),
     "connect-file-round-trip": connect_file_round_trip,
 }
 
