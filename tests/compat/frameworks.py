@@ -5,7 +5,7 @@ against logbroker and against Apache Kafka, three nodes each (RF 3, min.insync.r
 - `streams-word-count-classic`: Kafka Streams 4.4 (tests/java/WordCount.java: a repartition
   topic, a RocksDB store with its changelog, `processing.guarantee=exactly_once_v2`,
   `group.protocol=classic`). Half the lines are counted, then the application and the leader
-  of `lines-0` are killed with -9; more lines arrive while that broker is down; the
+  of `lines-classic-0` are killed with -9; more lines arrive while that broker is down; the
   application restarts, the broker comes back, the rest arrive. Judged: every word's last
   committed count equals the true count, and no read_committed consumer of the output ever
   saw a count above the true one (a record counted twice would show as one) or a count going
@@ -167,21 +167,21 @@ def wait(cond: Callable[[], bool], timeout: float, why: Callable[[], str], app: 
 # Kafka Streams: the word count
 
 
-def produce_lines(bootstrap: str, lines: list[str]) -> None:
+def produce_lines(bootstrap: str, topic: str, lines: list[str]) -> None:
     from confluent_kafka import Producer
 
     p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True, "linger.ms": 5})
     for i, line in enumerate(lines):
-        p.produce("lines", key=str(i).encode(), value=line.encode())
+        p.produce(topic, key=str(i).encode(), value=line.encode())
         if i % 1000 == 0:
             p.poll(0)
     check(p.flush(120) == 0, "the lines were not all acknowledged within 120 s")
 
 
 class CountsReader:
-    """A read_committed consumer of `counts` from the start: every count it saw, per word."""
+    """A read_committed consumer of the counts from the start: every count it saw, per word."""
 
-    def __init__(self, bootstrap: str):
+    def __init__(self, bootstrap: str, topic: str):
         from confluent_kafka import Consumer, TopicPartition
 
         self.c = Consumer(
@@ -192,7 +192,7 @@ class CountsReader:
                 "enable.auto.commit": False,
             }
         )
-        self.c.assign([TopicPartition("counts", p, 0) for p in range(3)])
+        self.c.assign([TopicPartition(topic, p, 0) for p in range(3)])
         self.seen: dict[str, list[int]] = {}
 
     def poll_for(self, seconds: float) -> None:
@@ -215,36 +215,38 @@ def streams_word_count(target, inst, work: Path, protocol: str) -> None:
     lines = [" ".join(rng.choice(WORDS) for _ in range(rng.randint(1, 8))) for _ in range(6000)]
     expected = dict(Counter(w for line in lines for w in line.split()))
     bs = target.bootstrap
-    create_topic(bs, "lines", 3, timeout=60, replication_factor=3)
-    create_topic(bs, "counts", 3, timeout=60, replication_factor=3)
+    # each case its own topics: the cases share a cluster
+    lines_topic, counts_topic = f"lines-{protocol}", f"counts-{protocol}"
+    create_topic(bs, lines_topic, 3, timeout=60, replication_factor=3)
+    create_topic(bs, counts_topic, 3, timeout=60, replication_factor=3)
     app_id = f"wc-{protocol}"
     cmd = inst.framework_java(
-        "streams", WORD_COUNT, [bs, app_id, str(work / "state"), protocol, "lines", "counts"], heap="-Xmx384m"
+        "streams", WORD_COUNT, [bs, app_id, str(work / "state"), protocol, lines_topic, counts_topic], heap="-Xmx384m"
     )
     app = App(cmd, work / "streams.log")
-    reader = CountsReader(bs)
+    reader = CountsReader(bs, counts_topic)
 
     def running() -> bool:
         return "-> RUNNING" in app.text()[app.since :]
 
     try:
-        produce_lines(bs, lines[:3000])
+        produce_lines(bs, lines_topic, lines[:3000])
         app.start()
-        wait(running, 120, lambda: f"the application did not reach RUNNING:\n{app.text()[-4000:]}", app)
+        wait(running, 120, lambda: f"{app.text()[-4000:]}\nthe application did not reach RUNNING", app)
         deadline = time.monotonic() + 90
         while not reader.seen and time.monotonic() < deadline:
             reader.poll_for(0.5)
-        check(bool(reader.seen), f"no counts committed within 90 s:\n{app.text()[-4000:]}")
+        check(bool(reader.seen), f"{app.text()[-4000:]}\nno counts committed within 90 s")
         # the classic protocol: the leader of an input partition; streams groups: the group's
         # coordinator, which holds the group's state and task assignment
-        victim = leader_node(target, "lines", 0) if protocol == "classic" else coordinator_node(target, app_id)
+        victim = leader_node(target, lines_topic, 0) if protocol == "classic" else coordinator_node(target, app_id)
         app.kill()
         kill(victim)
         try:
-            produce_lines(bs, lines[3000:4500])
+            produce_lines(bs, lines_topic, lines[3000:4500])
             app.start()
-            wait(running, 180, lambda: f"the restarted application did not reach RUNNING:\n{app.text()[-4000:]}", app)
-            produce_lines(bs, lines[4500:])
+            wait(running, 180, lambda: f"{app.text()[-4000:]}\nthe restarted application did not reach RUNNING", app)
+            produce_lines(bs, lines_topic, lines[4500:])
         finally:
             victim.start()
         deadline = time.monotonic() + 180
@@ -256,7 +258,8 @@ def streams_word_count(target, inst, work: Path, protocol: str) -> None:
         reader.close()
     got = reader.latest()
     wrong = {w: (got.get(w), n) for w, n in expected.items() if got.get(w) != n}
-    check(not wrong, f"(counted, true) of the words counted wrong: {wrong}\n{app.text()[-3000:]}")
+    # the verdict last: a failure's detail keeps its end (tests/compat/results.py)
+    check(not wrong, f"{app.text()[-3000:]}\n(counted, true) of the words counted wrong: {wrong}")
     over = {w: max(s) for w, s in reader.seen.items() if max(s) > expected[w]}
     check(not over, f"counts above the true count were committed (a record counted twice): {over}")
     down = {w: s for w, s in reader.seen.items() if s != sorted(s)}
@@ -318,7 +321,7 @@ class Worker(App):
             except (urllib.error.URLError, ConnectionError):
                 return False
 
-        wait(answers, timeout, lambda: f"the worker's REST API did not answer:\n{self.text()[-4000:]}", self)
+        wait(answers, timeout, lambda: f"{self.text()[-4000:]}\nthe worker's REST API did not answer", self)
         return self
 
     def put_connector(self, name: str, config: dict, timeout: float = 90.0) -> None:
@@ -350,7 +353,7 @@ def connect_file_round_trip(target, inst, work: Path) -> None:
         return lambda: len(lines_of(sink)) >= n
 
     def short_of(n: int) -> Callable[[], str]:
-        return lambda: f"{sink} has {len(lines_of(sink))} of {n} lines\n{worker.text()[-4000:]}"
+        return lambda: f"{worker.text()[-4000:]}\n{sink} has {len(lines_of(sink))} of {n} lines"
 
     try:
         worker.start_serving()
