@@ -1,6 +1,7 @@
 """The short form of the frameworks compatibility suite (tests/compat/frameworks.py) against
 three logbroker nodes: Kafka Streams 4.4's exactly_once_v2 word count through kill -9 of the
-application and of a broker, every count exact; Kafka Connect's file source to file sink
+application and of a broker, every count exact, with the classic group protocol and with
+streams groups (KIP-1071, the group's coordinator killed); Kafka Connect's file source to file sink
 through a worker restart and a broker kill, the files equal. The full form, side by side
 with Apache Kafka 4.4, is `./scripts/compat frameworks`."""
 
