@@ -23,12 +23,13 @@ counts, each member's subscription, the target assignment (its epoch and each me
 partitions) and each member's current assignment (epoch, previous epoch, state, assigned
 and pending-revocation partitions). After each change (a heartbeat, an expired session)
 only the records that changed are written — the difference between the group's state and
-what its records already say (`_image` / `persist`) — in one append, and the heartbeat is
-answered once that append is committed (the HW covers it), as offset commits are. A
-member leaving writes tombstones for its records; a group left empty stays, state Empty, with
-its group-level records (type, epoch: ListGroups shows it as a consumer group, as Kafka does)
-until DeleteGroups removes it or a classic member joins it (`drop_empty`), which tombstone the
-group records too (committed offsets stay unless deleted).
+what its records already say (`_image` / `persist`; the mechanism, shared with streams groups,
+in group_records.py) — in one append, and the heartbeat is answered once that append is
+committed (the HW covers it), as offset commits are. A member leaving writes tombstones for
+its records; a group left empty stays, state Empty, with its group-level records (type, epoch:
+ListGroups shows it as a consumer group, as Kafka does) until DeleteGroups removes it or a
+classic member joins it (`drop_empty`), which tombstone the group records too (committed
+offsets stay unless deleted).
 
 A new coordinator (after a failover, or the same broker after a restart) replays those
 records when it loads the partition (`replay`, then `finish_load`): group epoch, target
@@ -48,6 +49,7 @@ from collections.abc import Callable
 import trio
 
 from logbroker.coord.groups.assignors import ASSIGNORS, DEFAULT_ASSIGNOR
+from logbroker.coord.groups.group_records import GroupRecords, Image
 from logbroker.coord.groups.offsets_topic import (
     CG_CURRENT_ASSIGNMENT,
     CG_MEMBER_METADATA,
@@ -82,23 +84,6 @@ from logbroker.protocol import ErrorCode
 log = logging.getLogger("logbroker.groups")
 
 TP = tuple[str, int]
-# A record of a group's image: (kind, member id or None) -> a fingerprint of what it says
-RecordKey = tuple[str, str | None]
-# the order records go out in one append, as Kafka writes them (and as its replay wants
-# them): a leaving member's tombstones first (current assignment, target, subscription),
-# then new values, and the group-level tombstones of a group removed last
-_TOMBSTONE_FIRST = [CG_CURRENT_ASSIGNMENT, CG_TARGET_MEMBER, CG_MEMBER_METADATA]
-_VALUES = [
-    CG_MEMBER_METADATA,
-    CG_METADATA,
-    CG_PARTITION_METADATA,
-    CG_TARGET_MEMBER,
-    CG_TARGET_METADATA,
-    CG_CURRENT_ASSIGNMENT,
-]
-_TOMBSTONE_LAST = [CG_TARGET_METADATA, CG_PARTITION_METADATA, CG_METADATA]
-_UNKNOWN = object()  # a replayed record the loaded state does not reproduce (rewritten or tombstoned)
-_ABSENT = object()  # no record for the key
 
 
 class ConsumerMember:
@@ -171,29 +156,31 @@ class ConsumerGroup:
         return "Stable"
 
 
-class _Write:
-    """A group's append in flight: heartbeats that change nothing wait for it too."""
+class ConsumerGroupCoordinator(GroupRecords):
+    """KIP-848 group logic; `GroupCoordinator` owns it and its timers. Its records in
+    __consumer_offsets: `GroupRecords` (group_records.py)."""
 
-    def __init__(self) -> None:
-        self.done = trio.Event()
-        self.error = ErrorCode.NONE
-
-
-class ConsumerGroupCoordinator:
-    """KIP-848 group logic; `GroupCoordinator` owns it and its timers."""
+    GROUP_TYPE = "consumer group"
+    # the order records go out in one append, as Kafka writes them (and as its replay wants
+    # them): a leaving member's tombstones first (current assignment, target, subscription),
+    # then new values, and the group-level tombstones of a group removed last
+    TOMBSTONE_FIRST = [CG_CURRENT_ASSIGNMENT, CG_TARGET_MEMBER, CG_MEMBER_METADATA]
+    VALUES = [
+        CG_MEMBER_METADATA,
+        CG_METADATA,
+        CG_PARTITION_METADATA,
+        CG_TARGET_MEMBER,
+        CG_TARGET_METADATA,
+        CG_CURRENT_ASSIGNMENT,
+    ]
+    TOMBSTONE_LAST = [CG_TARGET_METADATA, CG_PARTITION_METADATA, CG_METADATA]
+    groups: dict[str, ConsumerGroup]
 
     def __init__(self, owner) -> None:
-        self.owner = owner
+        super().__init__(owner)
         cfg = owner.config
         self.assignors = [a.strip() for a in cfg.get_str("group.consumer.assignors").split(",") if a.strip()]
         self.max_size = cfg.get_int("group.consumer.max.size")
-        self.groups: dict[str, ConsumerGroup] = {}
-        # what each group's records in __consumer_offsets say, as `_image` fingerprints (the
-        # newest value per key, once its append is queued; put back if that append fails)
-        self.persisted: dict[str, dict[RecordKey, object]] = {}
-        self.dirty: set[str] = set()  # groups changed outside a heartbeat (expiry, loading): `flush`
-        self._inflight: dict[str, _Write] = {}  # each group's newest append, until committed
-        self._replayed: dict[str, set[RecordKey]] = {}  # while loading: the live records per group
 
     # --- helpers --------------------------------------------------------------------
 
@@ -305,17 +292,9 @@ class ConsumerGroupCoordinator:
         appended to __consumer_offsets; the answer once they are committed. A failed append
         answers its error (NOT_COORDINATOR when the partition moved, ...): the member retries
         at the same epoch (the new coordinator has everything committed before)."""
-        out = self._heartbeat(req, version, client_id, client_host, may_describe)
-        if not req.group_id or out["error"] in (
-            ErrorCode.NOT_COORDINATOR,
-            ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
-            ErrorCode.COORDINATOR_NOT_AVAILABLE,
-        ):
-            return out
-        code = await self.persist(req.group_id)
-        if code:
-            return {"error": code, "message": f"writing the state of group {req.group_id} to __consumer_offsets failed"}
-        return out
+        return await self._answer_when_written(
+            req.group_id, self._heartbeat(req, version, client_id, client_host, may_describe)
+        )
 
     def _heartbeat(
         self, req, version: int, client_id: str, client_host: str, may_describe: Callable[[str], bool] | None = None
@@ -545,13 +524,13 @@ class ConsumerGroupCoordinator:
             return MEMBER_UNRELEASED_PARTITIONS
         return MEMBER_STABLE
 
-    def _image(self, group: ConsumerGroup | None, ids: dict[str, uuid.UUID]) -> dict[RecordKey, object]:
+    def _image(self, group: ConsumerGroup | None, ids: dict[str, uuid.UUID]) -> Image:
         """The records the group's state makes, as (kind, member id) -> a fingerprint of the
         value (compared, not encoded: encoding happens only for what changed). A removed
         group has none (its records are tombstoned); an Empty one keeps its group-level records."""
         if group is None:
             return {}
-        img: dict[RecordKey, object] = {
+        img: Image = {
             (CG_METADATA, None): group.group_epoch,
             (CG_PARTITION_METADATA, None): tuple(
                 sorted((t, n, ids.get(t)) for t, n in group.subscription_metadata.items())
@@ -630,95 +609,14 @@ class ConsumerGroupCoordinator:
             )
         )
 
-    def _delta(self, gid: str) -> tuple[list[tuple[bytes, bytes | None]], dict[RecordKey, tuple[object, object]]]:
-        """The records that bring the group's records up to its state (values for what changed,
-        tombstones for what went), in Kafka's order, and marks them written; with, per key,
-        (fingerprint before, after) to put back should the append fail."""
+    @staticmethod
+    def _key(kind: str, gid: str, member_id: str | None) -> bytes:
+        return consumer_group_key(kind, gid, member_id)
+
+    def _state(self, gid: str) -> tuple[Image, Callable[[str, str | None], bytes]]:
         ids, _ = self._topic_ids()
         group = self.groups.get(gid)
-        new = self._image(group, ids)
-        old = self.persisted.get(gid, {})
-        changed = [k for k, fp in new.items() if k not in old or old[k] is _UNKNOWN or old[k] != fp]
-        gone = [k for k in old if k not in new]
-        if not changed and not gone:
-            return [], {}
-        records: list[tuple[bytes, bytes | None]] = []
-        for kind in _TOMBSTONE_FIRST:
-            records += [(consumer_group_key(kind, gid, mid), None) for k, mid in gone if k == kind]
-        for kind in _VALUES:
-            records += [
-                (consumer_group_key(kind, gid, mid), self._value(group, kind, mid, ids))
-                for k, mid in changed
-                if k == kind
-            ]
-        for kind in _TOMBSTONE_LAST:
-            records += [(consumer_group_key(kind, gid, mid), None) for k, mid in gone if k == kind]
-        undo = {k: (old.get(k, _ABSENT), new.get(k, _ABSENT)) for k in changed + gone}
-        img = self.persisted.setdefault(gid, {})
-        for k in changed:
-            img[k] = new[k]
-        for k in gone:
-            del img[k]
-        if not img:
-            del self.persisted[gid]
-        return records, undo
-
-    async def persist(self, gid: str) -> int:
-        """Write what changed in the group since its last records and wait until that is
-        committed (or, when nothing changed, until the group's write in flight is): NONE, or
-        the error of the append. The records are computed and queued without a checkpoint in
-        between, so a group's appends land in the order of its changes (the append lock is
-        fair); the append is shielded, so a cancelled request cannot lose a queued change."""
-        self.dirty.discard(gid)
-        records, undo = self._delta(gid)
-        if not records:
-            pending = self._inflight.get(gid)
-            if pending is None:
-                return ErrorCode.NONE
-            await pending.done.wait()
-            return pending.error
-        write = self._inflight[gid] = _Write()
-        try:
-            with trio.CancelScope(shield=True):
-                e = await self.owner.append_records(gid, records)
-            if e is None:
-                log.debug(
-                    "consumer group %s: %d record(s) written to __consumer_offsets-%d",
-                    gid,
-                    len(records),
-                    self.owner.partition_of(gid),
-                    extra=fields(group=gid),
-                )
-                return ErrorCode.NONE
-            write.error = e.code
-            img = self.persisted.get(gid, {})
-            for k, (before, after) in undo.items():  # unless a later change already rewrote it
-                if img.get(k, _ABSENT) == after:
-                    if before is _ABSENT:
-                        img.pop(k, None)
-                    else:
-                        img[k] = before
-            if img:
-                self.persisted[gid] = img
-            log.error(
-                "consumer group %s: writing %d record(s) to __consumer_offsets-%d failed (%s): %s",
-                gid,
-                len(records),
-                self.owner.partition_of(gid),
-                ErrorCode(e.code).name,
-                e,
-                extra=fields(group=gid, topic="__consumer_offsets", partition=self.owner.partition_of(gid)),
-            )
-        finally:
-            write.done.set()
-            if self._inflight.get(gid) is write:
-                del self._inflight[gid]
-        return write.error
-
-    async def flush(self) -> None:
-        """Write the groups changed outside a heartbeat (expired members, repairs after loading)."""
-        while self.dirty:
-            await self.persist(self.dirty.pop())
+        return self._image(group, ids), lambda kind, mid: self._value(group, kind, mid, ids)
 
     # --- loading: replaying the records ------------------------------------------------------
 
@@ -728,16 +626,9 @@ class ConsumerGroupCoordinator:
         """One consumer-group record of a partition being loaded (as Kafka's replay: a value
         creates the group / member when missing; a tombstone of something unknown is
         ignored). `names`: topic id -> name. OffsetsRecordError for an unreadable value."""
-        keys = self._replayed.setdefault(gid, set())
-        if value is None:
-            keys.discard((kind, member_id))
-        else:
-            keys.add((kind, member_id))
-        group = self.groups.get(gid)
+        group = self._replaying(kind, gid, member_id, value, ConsumerGroup)
         if group is None:
-            if value is None:
-                return
-            group = self.groups[gid] = ConsumerGroup(gid)
+            return
 
         def parts(tps) -> set[TP]:
             return {(names[tid], p) for tid, ps in tps if tid in names for p in ps}
@@ -802,18 +693,11 @@ class ConsumerGroupCoordinator:
         The ids of the groups loaded."""
         ids, _ = self._topic_ids()
         loaded = []
-        for gid, keys in self._replayed.items():
+        for gid in self._replayed:
             group = self.groups.get(gid)
             if group is not None:
-                for mid in [mid for mid, m in group.members.items() if m.member_epoch < 0]:
-                    del group.members[mid]  # a leave half-written: finish it
-                    group.target.pop(mid, None)
-            img = self._image(group, ids)
-            baseline = {k: img.get(k, _UNKNOWN) for k in keys}
-            if baseline:
-                self.persisted[gid] = baseline
-            if baseline != img:
-                self.dirty.add(gid)
+                self._finish_leaves(group)
+            self._loaded(gid, self._image(group, ids))
             if group is None:
                 continue
             loaded.append(gid)
@@ -824,37 +708,9 @@ class ConsumerGroupCoordinator:
                 if preferred
                 else (self.assignors[0] if self.assignors else DEFAULT_ASSIGNOR)
             )
-            session = self.session_timeout_ms(gid) / 1000
-            for m in group.members.values():
-                m.session_deadline = now + session
-                m.revocation_deadline = now + m.rebalance_timeout_ms / 1000 if m.pending_revocation else None
-                m.last_sent = None
-            log.info(
-                "consumer group %s loaded: group epoch %d, assignment epoch %d, %d member(s) %s",
-                gid,
-                group.group_epoch,
-                group.assignment_epoch,
-                len(group.members),
-                ", ".join(
-                    f"{mid} at epoch {m.member_epoch} with {len(m.assigned)} partition(s)"
-                    for mid, m in group.members.items()
-                ),
-                extra=fields(group=gid),
-            )
-        self._replayed.clear()
-        if self.dirty:
-            self.owner.wake()
+            self._resume(gid, group, now, lambda m: f"{len(m.assigned)} partition(s)")
+        self._loading_done()
         return loaded
-
-    def unload(self, partitions: set[int]) -> list[str]:
-        """Forget the groups of `partitions` (no longer led here); their ids."""
-        gone = [g for g in self.groups if self.owner.partition_of(g) in partitions]
-        for g in gone:
-            del self.groups[g]
-        for g in [g for g in self.persisted if self.owner.partition_of(g) in partitions]:
-            del self.persisted[g]
-        self.dirty = {g for g in self.dirty if self.owner.partition_of(g) not in partitions}
-        return gone
 
     # --- offsets and describe ---------------------------------------------------------
 

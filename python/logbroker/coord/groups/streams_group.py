@@ -50,9 +50,10 @@ tasks); each member's current assignment (epoch, previous epoch, state, tasks by
 and pending revocation, each active task's assignment epoch). After each change (a heartbeat,
 an expired session, the end of the initial rebalance delay) only the records that changed are
 written — the difference between the group's state and what its records already say (`_image`
-/ `persist`) — in one append, and the heartbeat is answered once that append is committed. A
-member leaving writes tombstones for its records; a group left empty stays, Empty, with its
-group-level records and its topology, until DeleteGroups tombstones them too.
+/ `persist`; the mechanism, shared with consumer groups, in group_records.py) — in one append,
+and the heartbeat is answered once that append is committed. A member leaving writes
+tombstones for its records; a group left empty stays, Empty, with its group-level records and
+its topology, until DeleteGroups tombstones them too.
 
 A new coordinator (after a failover, or the same broker after a restart) replays those records
 when it loads the partition (`replay`, then `finish_load`): group epoch, topology, target
@@ -78,10 +79,12 @@ import logging
 import re
 import time
 from collections import Counter
+from collections.abc import Callable
 
 import trio
 
 from logbroker.coord.groups import streams_assignor, streams_topology
+from logbroker.coord.groups.group_records import GroupRecords, Image
 from logbroker.coord.groups.offsets_topic import (
     SG_CURRENT_ASSIGNMENT,
     SG_MEMBER_METADATA,
@@ -137,16 +140,6 @@ _STATE_BYTE = {
     UNRELEASED_TASKS: SG_MEMBER_UNRELEASED_TASKS,
 }
 _STATE_OF_BYTE = {v: k for k, v in _STATE_BYTE.items()}
-
-# A record of a group's image: (kind, member id or None) -> a fingerprint of what it says
-RecordKey = tuple[str, str | None]
-# the order records go out in one append (as consumer_group.py's): a leaving member's
-# tombstones first, then new values, and the group-level tombstones of a deleted group last
-_TOMBSTONE_FIRST = [SG_CURRENT_ASSIGNMENT, SG_TARGET_MEMBER, SG_MEMBER_METADATA]
-_VALUES = [SG_TOPOLOGY, SG_MEMBER_METADATA, SG_METADATA, SG_TARGET_MEMBER, SG_TARGET_METADATA, SG_CURRENT_ASSIGNMENT]
-_TOMBSTONE_LAST = [SG_TARGET_METADATA, SG_TOPOLOGY, SG_METADATA]
-_UNKNOWN = object()  # a replayed record the loaded state does not reproduce (rewritten or tombstoned)
-_ABSENT = object()  # no record for the key
 
 
 @dataclasses.dataclass(frozen=True)
@@ -289,28 +282,22 @@ def _task_ids(lists) -> frozenset[TaskId]:
     return frozenset((t.subtopology_id, p) for t in lists or () for p in t.partitions)
 
 
-class _Write:
-    """A group's append in flight: heartbeats that change nothing wait for it too."""
+class StreamsGroupCoordinator(GroupRecords):
+    """KIP-1071 group logic; `GroupCoordinator` owns it, its timers and the other group types.
+    Its records in __consumer_offsets: `GroupRecords` (group_records.py)."""
 
-    def __init__(self) -> None:
-        self.done = trio.Event()
-        self.error = ErrorCode.NONE
-
-
-class StreamsGroupCoordinator:
-    """KIP-1071 group logic; `GroupCoordinator` owns it, its timers and the other group types."""
+    GROUP_TYPE = "streams group"
+    # the order records go out in one append (as consumer_group.py's): a leaving member's
+    # tombstones first, then new values, and the group-level tombstones of a deleted group last
+    TOMBSTONE_FIRST = [SG_CURRENT_ASSIGNMENT, SG_TARGET_MEMBER, SG_MEMBER_METADATA]
+    VALUES = [SG_TOPOLOGY, SG_MEMBER_METADATA, SG_METADATA, SG_TARGET_MEMBER, SG_TARGET_METADATA, SG_CURRENT_ASSIGNMENT]
+    TOMBSTONE_LAST = [SG_TARGET_METADATA, SG_TOPOLOGY, SG_METADATA]
+    groups: dict[str, StreamsGroup]
 
     def __init__(self, owner) -> None:
-        self.owner = owner
+        super().__init__(owner)
         self.max_size = owner.config.get_int("group.streams.max.size")
         self.max_standby = owner.config.get_int("group.streams.max.standby.replicas")
-        self.groups: dict[str, StreamsGroup] = {}
-        # what each group's records in __consumer_offsets say, as `_image` fingerprints (the
-        # newest value per key, once its append is queued; put back if that append fails)
-        self.persisted: dict[str, dict[RecordKey, object]] = {}
-        self.dirty: set[str] = set()  # groups changed outside a heartbeat (expiry, loading): `flush`
-        self._inflight: dict[str, _Write] = {}  # each group's newest append, until committed
-        self._replayed: dict[str, set[RecordKey]] = {}  # while loading: the live records per group
 
     # --- configs --------------------------------------------------------------------
 
@@ -531,17 +518,7 @@ class StreamsGroupCoordinator:
         records (only what changed) appended to __consumer_offsets; the answer once they are
         committed. A failed append answers its error (NOT_COORDINATOR when the partition moved,
         ...): the member retries at the same epoch."""
-        out = self._heartbeat(req, version, client_id, client_host)
-        if not req.group_id or out["error"] in (
-            ErrorCode.NOT_COORDINATOR,
-            ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
-            ErrorCode.COORDINATOR_NOT_AVAILABLE,
-        ):
-            return out
-        code = await self.persist(req.group_id)
-        if code:
-            return {"error": code, "message": f"writing the state of group {req.group_id} to __consumer_offsets failed"}
-        return out
+        return await self._answer_when_written(req.group_id, self._heartbeat(req, version, client_id, client_host))
 
     def _heartbeat(self, req, version: int, client_id: str, client_host: str) -> dict:
         owner = self.owner
@@ -839,25 +816,15 @@ class StreamsGroupCoordinator:
                         f"did not revoke {sorted(m.pending_revocation.all())} within its rebalance timeout",
                     )
 
-    def unload(self, partitions: set[int]) -> list[str]:
-        """Drops the groups of `partitions` (this broker no longer coordinates them)."""
-        gone = [gid for gid in self.groups if self.owner.partition_of(gid) in partitions]
-        for gid in gone:
-            del self.groups[gid]
-        for gid in [g for g in self.persisted if self.owner.partition_of(g) in partitions]:
-            del self.persisted[gid]
-        self.dirty = {g for g in self.dirty if self.owner.partition_of(g) not in partitions}
-        return gone
-
     # --- persistence: records in __consumer_offsets -------------------------------------
 
-    def _image(self, group: StreamsGroup | None) -> dict[RecordKey, object]:
+    def _image(self, group: StreamsGroup | None) -> Image:
         """The records the group's state makes, as (kind, member id) -> a fingerprint of the
         value (compared, not encoded: encoding happens only for what changed). A removed group
         has none (its records are tombstoned); an Empty one keeps its group-level records."""
         if group is None:
             return {}
-        img: dict[RecordKey, object] = {
+        img: Image = {
             (SG_METADATA, None): (
                 group.group_epoch,
                 group.metadata_hash,
@@ -961,93 +928,13 @@ class StreamsGroupCoordinator:
             )
         )
 
-    def _delta(self, gid: str) -> tuple[list[tuple[bytes, bytes | None]], dict[RecordKey, tuple[object, object]]]:
-        """The records that bring the group's records up to its state (values for what changed,
-        tombstones for what went), in the order above, and marks them written; with, per key,
-        (fingerprint before, after) to put back should the append fail."""
+    @staticmethod
+    def _key(kind: str, gid: str, member_id: str | None) -> bytes:
+        return streams_group_key(kind, gid, member_id)
+
+    def _state(self, gid: str) -> tuple[Image, Callable[[str, str | None], bytes]]:
         group = self.groups.get(gid)
-        new = self._image(group)
-        old = self.persisted.get(gid, {})
-        changed = [k for k, fp in new.items() if k not in old or old[k] is _UNKNOWN or old[k] != fp]
-        gone = [k for k in old if k not in new]
-        if not changed and not gone:
-            return [], {}
-        records: list[tuple[bytes, bytes | None]] = []
-        for kind in _TOMBSTONE_FIRST:
-            records += [(streams_group_key(kind, gid, mid), None) for k, mid in gone if k == kind]
-        for kind in _VALUES:
-            records += [
-                (streams_group_key(kind, gid, mid), self._value(group, kind, mid)) for k, mid in changed if k == kind
-            ]
-        for kind in _TOMBSTONE_LAST:
-            records += [(streams_group_key(kind, gid, mid), None) for k, mid in gone if k == kind]
-        undo = {k: (old.get(k, _ABSENT), new.get(k, _ABSENT)) for k in changed + gone}
-        img = self.persisted.setdefault(gid, {})
-        for k in changed:
-            img[k] = new[k]
-        for k in gone:
-            del img[k]
-        if not img:
-            del self.persisted[gid]
-        return records, undo
-
-    async def persist(self, gid: str) -> int:
-        """Write what changed in the group since its last records and wait until that is
-        committed (or, when nothing changed, until the group's write in flight is): NONE, or
-        the error of the append. As consumer_group.py's: computed and queued without a
-        checkpoint in between (a group's appends land in the order of its changes), the append
-        shielded from cancellation, the written image put back when it fails."""
-        self.dirty.discard(gid)
-        records, undo = self._delta(gid)
-        if not records:
-            pending = self._inflight.get(gid)
-            if pending is None:
-                return ErrorCode.NONE
-            await pending.done.wait()
-            return pending.error
-        write = self._inflight[gid] = _Write()
-        try:
-            with trio.CancelScope(shield=True):
-                e = await self.owner.append_records(gid, records)
-            if e is None:
-                log.debug(
-                    "streams group %s: %d record(s) written to __consumer_offsets-%d",
-                    gid,
-                    len(records),
-                    self.owner.partition_of(gid),
-                    extra=fields(group=gid),
-                )
-                return ErrorCode.NONE
-            write.error = e.code
-            img = self.persisted.get(gid, {})
-            for k, (before, after) in undo.items():  # unless a later change already rewrote it
-                if img.get(k, _ABSENT) == after:
-                    if before is _ABSENT:
-                        img.pop(k, None)
-                    else:
-                        img[k] = before
-            if img:
-                self.persisted[gid] = img
-            log.error(
-                "streams group %s: writing %d record(s) to __consumer_offsets-%d failed (%s): %s",
-                gid,
-                len(records),
-                self.owner.partition_of(gid),
-                ErrorCode(e.code).name,
-                e,
-                extra=fields(group=gid, topic="__consumer_offsets", partition=self.owner.partition_of(gid)),
-            )
-        finally:
-            write.done.set()
-            if self._inflight.get(gid) is write:
-                del self._inflight[gid]
-        return write.error
-
-    async def flush(self) -> None:
-        """Write the groups changed outside a heartbeat (expired members, the end of an initial
-        rebalance delay, repairs after loading)."""
-        while self.dirty:
-            await self.persist(self.dirty.pop())
+        return self._image(group), lambda kind, mid: self._value(group, kind, mid)
 
     # --- loading: replaying the records ------------------------------------------------------
 
@@ -1055,16 +942,9 @@ class StreamsGroupCoordinator:
         """One streams-group record of a partition being loaded (as Kafka's replay: a value
         creates the group / member when missing; a tombstone of something unknown is ignored).
         OffsetsRecordError for an unreadable value."""
-        keys = self._replayed.setdefault(gid, set())
-        if value is None:
-            keys.discard((kind, member_id))
-        else:
-            keys.add((kind, member_id))
-        group = self.groups.get(gid)
+        group = self._replaying(kind, gid, member_id, value, StreamsGroup)
         if group is None:
-            if value is None:
-                return
-            group = self.groups[gid] = StreamsGroup(gid)
+            return
 
         def member() -> StreamsMember:
             m = group.members.get(member_id)
@@ -1159,12 +1039,10 @@ class StreamsGroupCoordinator:
         where the loaded state differs (records of a half-written change, a new configuration),
         the group is queued for `flush`. The ids of the groups loaded."""
         loaded = []
-        for gid, keys in self._replayed.items():
+        for gid in self._replayed:
             group = self.groups.get(gid)
             if group is not None:
-                for mid in [mid for mid, m in group.members.items() if m.member_epoch < 0]:
-                    del group.members[mid]  # a leave half-written: finish it
-                    group.target.pop(mid, None)
+                self._finish_leaves(group)
                 group.owners = _Owners()
                 for m in group.members.values():
                     group.owners.add(m)
@@ -1181,35 +1059,12 @@ class StreamsGroupCoordinator:
                     and not any(group.target.get(mid) for mid in group.members)
                 ):
                     self._bump(group, "streams.initial.rebalance.delay.ms ended at load")
-            img = self._image(group)
-            baseline = {k: img.get(k, _UNKNOWN) for k in keys}
-            if baseline:
-                self.persisted[gid] = baseline
-            if baseline != img:
-                self.dirty.add(gid)
+            self._loaded(gid, self._image(group))
             if group is None:
                 continue
             loaded.append(gid)
-            session = self.session_timeout_ms(gid) / 1000
-            for m in group.members.values():
-                m.session_deadline = now + session
-                m.revocation_deadline = now + m.rebalance_timeout_ms / 1000 if m.pending_revocation else None
-                m.last_sent = None
-            log.info(
-                "streams group %s loaded: group epoch %d, assignment epoch %d, %d member(s) %s",
-                gid,
-                group.group_epoch,
-                group.assignment_epoch,
-                len(group.members),
-                ", ".join(
-                    f"{mid} at epoch {m.member_epoch} with {len(m.assigned.all())} task(s)"
-                    for mid, m in group.members.items()
-                ),
-                extra=fields(group=gid),
-            )
-        self._replayed.clear()
-        if self.dirty:
-            self.owner.wake()
+            self._resume(gid, group, now, lambda m: f"{len(m.assigned.all())} task(s)")
+        self._loading_done()
         return loaded
 
     # --- offsets and describe ---------------------------------------------------------
