@@ -25,13 +25,14 @@ mod error_code_tests {
     #[test]
     fn generated_error_codes_follow_kafka() {
         assert_eq!((code::UNKNOWN_SERVER_ERROR, code::NONE, code::NOT_LEADER_OR_FOLLOWER), (-1, 0, 6));
-        assert_eq!(code::SHARE_SESSION_LIMIT_REACHED, 133);
+        assert_eq!((code::SHARE_SESSION_LIMIT_REACHED, code::CONTROLLER_ID_NOT_REGISTERED), (133, 136));
         assert_eq!(name(code::UNKNOWN_TOPIC_OR_PARTITION), Some("UNKNOWN_TOPIC_OR_PARTITION"));
-        assert_eq!(name(134), None);
+        assert_eq!(name(134), Some("GROUP_DELETION_FAILED"));
+        assert_eq!(name(137), None);
         assert_eq!(message(code::UNKNOWN_TOPIC_OR_PARTITION), Some("This server does not host this topic-partition."));
         assert_eq!(message(code::NONE), None);
         assert!(retriable(code::NOT_LEADER_OR_FOLLOWER) && retriable(code::KAFKA_STORAGE_ERROR));
         assert!(!retriable(code::TOPIC_AUTHORIZATION_FAILED) && !retriable(code::NONE) && !retriable(-2));
-        assert_eq!((-1..=133).filter(|&c| name(c).is_some()).count(), 135);
+        assert_eq!((-1..=136).filter(|&c| name(c).is_some()).count(), 138);
     }
 }
