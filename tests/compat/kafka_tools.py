@@ -1443,9 +1443,14 @@ def dump_records(c: Ctx) -> None:
         out,
         re.M,
     )
+    # librdkafka sends a batch uncompressed when lz4 would not make it smaller: a lone record
+    # sent ahead of the rest (timing) is such a batch
     c.expect(
-        batches and all(codec == "lz4" and valid == "true" for *_, codec, valid in batches),
-        "every batch lz4-compressed with a valid CRC (isvalid: true)",
+        batches
+        and all(valid == "true" for *_, valid in batches)
+        and all(codec == "lz4" for _, _, n, codec, _ in batches if int(n) > 1)
+        and any(codec == "lz4" for *_, codec, _ in batches),
+        "every batch with a valid CRC (isvalid: true), every batch of several records lz4-compressed",
     )
     c.expect(sum(int(n) for _, _, n, _, _ in batches) == 20, "20 records counted over the batches")
     recs = re.findall(
