@@ -21,8 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 from rawclient import RawClient  # noqa: E402
 from test_bad_input import create_topic  # noqa: E402
-from test_streams_groups import FAST, by_sub, tasks, topology  # noqa: E402
-from test_streams_groups_members import hb  # noqa: E402
+from test_streams_groups import FAST, by_sub, hb, tasks, topology  # noqa: E402
 
 from logbroker import Broker  # noqa: E402
 from logbroker.protocol import REQUESTS  # noqa: E402
@@ -50,13 +49,13 @@ def one_size(n: int) -> tuple[float, int, float, float]:
             rounds += 1
             assert rounds < 50, "the group did not settle"
             for m, (epoch, owned) in list(state.items()):
-                r = hb(c, m, epoch, owned=by_sub(owned), standby=[])
+                r = hb(c, m, epoch, active=by_sub(owned), standby=[], warmup=[])
                 beats += 1
                 state[m] = (r.member_epoch, tasks(r) if r.active_tasks is not None else owned)
         settle = (time.perf_counter() - t0) / max(beats, 1)
         t0 = time.perf_counter()
         for m, (epoch, owned) in state.items():
-            hb(c, m, epoch, owned=by_sub(owned), standby=[])
+            hb(c, m, epoch, active=by_sub(owned), standby=[], warmup=[])
         steady = (time.perf_counter() - t0) / n
     return join * 1000, rounds, settle * 1000, steady * 1000
 

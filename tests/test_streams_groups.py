@@ -66,25 +66,38 @@ def topology(source: str = "words-in", changelog: str | None = None, epoch: int 
     )
 
 
-def hb(c: RawClient, member: str, epoch: int, *, topo=None, active=None, standby=None, warmup=None, group="app"):
+def hb(
+    c: RawClient,
+    member: str,
+    epoch: int,
+    *,
+    topo=None,
+    active=None,
+    standby=None,
+    warmup=None,
+    group="app",
+    instance=None,
+    process=None,
+):
+    """One StreamsGroupHeartbeat; active/standby/warmup are [(subtopology, [partitions])] or None
+    (unchanged). Joining sends the topology, a rebalance timeout and a process id."""
     joining = epoch == 0
+
+    def ids(ts):
+        return None if ts is None else [Heartbeat.TaskIds(subtopology_id=s, partitions=ps) for s, ps in ts]
+
     req = Heartbeat(
         group_id=group,
         member_id=member,
         member_epoch=epoch,
+        instance_id=instance,
         endpoint_information_epoch=0,
         rebalance_timeout_ms=5000 if joining else -1,
         topology=topo if joining else None,
-        process_id=f"proc-{member}" if joining else None,
-        active_tasks=None
-        if active is None
-        else [Heartbeat.TaskIds(subtopology_id=s, partitions=ps) for s, ps in active],
-        standby_tasks=None
-        if standby is None
-        else [Heartbeat.TaskIds(subtopology_id=s, partitions=ps) for s, ps in standby],
-        warmup_tasks=None
-        if warmup is None
-        else [Heartbeat.TaskIds(subtopology_id=s, partitions=ps) for s, ps in warmup],
+        process_id=(process or f"proc-{member}") if joining else None,
+        active_tasks=ids(active),
+        standby_tasks=ids(standby),
+        warmup_tasks=ids(warmup),
     )
     return c.request(88, 1, req)
 

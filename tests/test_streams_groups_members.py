@@ -11,33 +11,13 @@ import time
 
 from rawclient import RawClient
 from test_bad_input import create_topic
-from test_streams_groups import FAST, Heartbeat, by_sub, tasks, topology
+from test_streams_groups import FAST, by_sub, hb, tasks, topology
 
 from logbroker import Broker
 from logbroker.protocol import REQUESTS, ErrorCode
 
 FindCoordinator = REQUESTS[10]
 IncrementalAlterConfigs = REQUESTS[44]
-
-
-def hb(c, member, epoch, *, instance=None, process=None, topo=None, owned=None, standby=None, group="app"):
-    joining = epoch == 0
-    req = Heartbeat(
-        group_id=group,
-        member_id=member,
-        member_epoch=epoch,
-        instance_id=instance,
-        endpoint_information_epoch=0,
-        rebalance_timeout_ms=5000 if joining else -1,
-        topology=topo if joining else None,
-        process_id=(process or f"proc-{member}") if joining else None,
-        active_tasks=None if owned is None else [Heartbeat.TaskIds(subtopology_id=s, partitions=ps) for s, ps in owned],
-        standby_tasks=None
-        if owned is None
-        else [Heartbeat.TaskIds(subtopology_id=s, partitions=ps) for s, ps in standby or []],
-        warmup_tasks=None if owned is None else [],
-    )
-    return c.request(88, 1, req)
 
 
 def settle(c, members: dict, done, timeout: float = 10.0) -> dict:
@@ -49,7 +29,7 @@ def settle(c, members: dict, done, timeout: float = 10.0) -> dict:
         assert time.monotonic() < deadline, f"the group did not settle: {state}"
         for m in list(state):
             epoch, owned, stand = state[m]
-            r = hb(c, m, epoch, owned=by_sub(owned), standby=by_sub(stand))
+            r = hb(c, m, epoch, active=by_sub(owned), standby=by_sub(stand), warmup=[])
             assert r.error_code == ErrorCode.NONE, (m, r)
             state[m] = (
                 r.member_epoch,

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 
+from logbroker.broker.handlers.consumer_groups import partitions_by_topic
 from logbroker.common.acl import CLUSTER_NAME
 from logbroker.common.acl import AclOperation as Op
 from logbroker.common.acl import ResourceType as Res
@@ -36,10 +37,8 @@ TASK_OFFSET_INTERVAL_MS = 60_000
 
 
 def _task_ids(cls, tasks) -> list:
-    by_sub: dict[str, list[int]] = {}
-    for sid, p in sorted(tasks):
-        by_sub.setdefault(sid, []).append(p)
-    return [cls(subtopology_id=sid, partitions=ps) for sid, ps in by_sub.items()]
+    """(subtopology, partition) tasks as the messages' TaskIds, subtopologies and partitions sorted."""
+    return [cls(subtopology_id=sid, partitions=ps) for sid, ps in partitions_by_topic(tasks).items()]
 
 
 def _topology_topics(topology) -> set[str]:
