@@ -195,9 +195,36 @@ def test_config_sasl_protocols_and_defaults():
     assert sasl.from_config(c).username == "a"
 
 
-def test_config_refuses_gssapi():
-    with pytest.raises(ConfigError, match="does not do GSSAPI"):
-        build(security_protocol="SASL_PLAINTEXT", sasl_mechanism="GSSAPI", sasl_username="a", sasl_password="b")
+def test_config_gssapi():
+    """GSSAPI takes librdkafka's sasl.kerberos.* keys or Java's Krb5LoginModule JAAS form
+    (tests/test_kerberos.py logs in with both against a KDC)."""
+    s = sasl.from_config(
+        build(
+            security_protocol="SASL_PLAINTEXT",
+            sasl_mechanism="gssapi",
+            sasl_kerberos_keytab="/k/alice.keytab",
+            sasl_kerberos_principal="alice@EXAMPLE.COM",
+        )
+    )
+    assert (s.mechanism, s.service, s.principal, s.keytab) == (
+        "GSSAPI",
+        "kafka",
+        "alice@EXAMPLE.COM",
+        "/k/alice.keytab",
+    )
+    jaas = (
+        "com.sun.security.auth.module.Krb5LoginModule required useKeyTab=true storeKey=true "
+        'keyTab="/k/bob.keytab" principal="bob@EXAMPLE.COM" serviceName="kfk";'
+    )
+    s = sasl.from_config(build(security_protocol="SASL_SSL", sasl_mechanism="GSSAPI", sasl_jaas_config=jaas))
+    assert (s.service, s.principal, s.keytab) == ("kfk", "bob@EXAMPLE.COM", "/k/bob.keytab")
+    # a keytab without a principal logs in as librdkafka's default; none: the default ccache
+    s = sasl.from_config(build(security_protocol="SASL_PLAINTEXT", sasl_mechanism="GSSAPI", sasl_kerberos_keytab="/k"))
+    assert s.principal == "kafkaclient"
+    s = sasl.from_config(build(security_protocol="SASL_PLAINTEXT", sasl_mechanism="GSSAPI"))
+    assert (s.principal, s.keytab) == (None, None)
+    with pytest.raises(ConfigError, match="is not one of"):
+        build(security_protocol="SASL_PLAINTEXT", sasl_mechanism="KERBEROS")
 
 
 @pytest.mark.parametrize(

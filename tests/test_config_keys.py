@@ -61,7 +61,7 @@ def test_table_is_what_python_serves():
     assert [k.name for k in keys] == list(BROKER_KEYS)
     assert {k.topic_key: k.name for k in keys if k.topic_key} == {t: b for t, (_p, b) in TOPIC_KEYS.items()}
     assert {k.group_key: k.name for k in keys if k.group_key} == {g: b for g, (_p, b) in GROUP_KEYS.items()}
-    assert set(config.DYNAMIC_BROKER_KEYS) == {k.name for k in keys if k.topic_key}
+    assert set(config.DYNAMIC_BROKER_KEYS) == {k.name for k in keys if k.topic_key or k.dynamic}
     assert LOG_ENGINE_KEYS == tuple(k.topic_key for k in keys if k.engine)
     assert {k.name for k in keys if k.sensitive} == {
         "ssl.keystore.key",

@@ -293,7 +293,7 @@ def test_before_authentication_only_the_handshake_is_served(tmp_path, conns):
     with sasl_broker(tmp_path) as b:
         c = conns(b)
         assert {17, 36} <= set(c.versions)
-        assert c.versions[17] == (1, 1)
+        assert c.versions[17] == (0, 1)
         # Metadata before authenticating closes the connection.
         with pytest.raises(ClientError):
             c._roundtrip(3, 12, REQUESTS[3](topics=None))
@@ -322,6 +322,50 @@ def test_before_authentication_only_the_handshake_is_served(tmp_path, conns):
         assert c._roundtrip(17, 1, REQUESTS[17](mechanism="PLAIN")).error_code == 0
         r = c._roundtrip(36, 2, REQUESTS[36](auth_bytes=plain_token("admin", ADMIN_PASSWORD)))
         assert (r.error_code, r.session_lifetime_ms) == (0, 0)
+        assert c._roundtrip(3, 12, REQUESTS[3](topics=None)).brokers
+
+
+def _raw_exchange(c: BrokerConnection, token: bytes) -> bytes | None:
+    """After SaslHandshake v0: one raw size-prefixed token out, the raw reply back (None: the
+    broker closed the connection without one)."""
+    c.sock.sendall(struct.pack(">i", len(token)) + token)
+    c.sock.settimeout(10)
+    head = b""
+    while len(head) < 4:
+        chunk = c.sock.recv(4 - len(head))
+        if not chunk:
+            return None
+        head += chunk
+    (size,) = struct.unpack(">i", head)
+    body = b""
+    while len(body) < size:
+        body += c.sock.recv(size - len(body))
+    return body
+
+
+def test_handshake_v0_takes_raw_tokens(tmp_path, conns):
+    """SaslHandshake v0 (Kafka 0.10.0's form, advertised because librdkafka's SASL feature
+    check needs v0 listed): the tokens then follow raw, without SaslAuthenticate; a wrong one
+    closes the connection unanswered, as Kafka does."""
+    with sasl_broker(tmp_path) as b:
+        c = conns(b)
+        assert c._roundtrip(17, 0, REQUESTS[17](mechanism="PLAIN")).error_code == 0
+        assert _raw_exchange(c, plain_token("admin", ADMIN_PASSWORD)) == b""  # PLAIN's empty answer
+        assert c._roundtrip(3, 12, REQUESTS[3](topics=None)).brokers
+        c = conns(b)
+        assert c._roundtrip(17, 0, REQUESTS[17](mechanism="PLAIN")).error_code == 0
+        assert _raw_exchange(c, plain_token("admin", "nope")) is None
+        assert closed(c)
+        # SCRAM's two rounds, raw
+        add_scram_users(b.bootstrap_servers)
+        from logbroker.client.sasl import Password, ScramClient
+
+        c = conns(b)
+        assert c._roundtrip(17, 0, REQUESTS[17](mechanism="SCRAM-SHA-256")).error_code == 0
+        scram = ScramClient("SCRAM-SHA-256", "bob", Password("bob-secret"))
+        server_first = _raw_exchange(c, scram.first())
+        server_final = _raw_exchange(c, scram.respond(server_first))
+        assert scram.respond(server_final) is None and scram.complete
         assert c._roundtrip(3, 12, REQUESTS[3](topics=None)).brokers
 
 

@@ -45,7 +45,8 @@ from logbroker.broker.jwks import JwksError, JwksKeys, fetch, parse_jwks
 from logbroker.common.config import ConfigError
 from logbroker.common.delegation_tokens import token_credential
 from logbroker.common.oauthbearer import JwksValidator, UnsecuredValidator, validator_from_config
-from logbroker.common.sasl import SaslSession, jaas_options, jaas_users
+from logbroker.common.sasl import SaslSession, jaas_options, jaas_users, raw_token
+from logbroker.common.sasl_gssapi import GssapiListeners
 from logbroker.coord.metadata.controller_channel import serving_controller_listener
 from logbroker.log_format import DATAPATH_LINES, fields, parse_fields
 from logbroker.protocol import (
@@ -84,6 +85,7 @@ class KafkaServer:
         self.connections: dict[int, dict] = {}  # each open connection's state (RequestContext.connection)
         self.jwks: JwksKeys | None = None  # OAUTHBEARER's key set (sasl.oauthbearer.jwks.endpoint.url)
         self._oauth_validators: dict[str, UnsecuredValidator | JwksValidator] = {}
+        self.gssapi = GssapiListeners(lambda: broker.config)  # Kerberos: each SASL listener's keytab credential
         # logins and data-path denials go to the broker's audit log (broker/audit_log.py), if any
         self.audit: AuditLog | None = getattr(broker, "audit", None)
 
@@ -94,6 +96,8 @@ class KafkaServer:
         cfg.check_listeners()
         if "OAUTHBEARER" in cfg.get_str("sasl.enabled.mechanisms").split(","):
             self._check_oauthbearer()
+        if "GSSAPI" in cfg.get_str("sasl.enabled.mechanisms").split(","):
+            self.gssapi.check([name for name, sasl in zip(self.listeners, self.sasl) if sasl])
         specs = [
             (name, host, port, cfg.listener_tls(name), sasl)
             for (name, host, port), sasl in zip(cfg.listeners_primary_first(), self.sasl)
@@ -171,6 +175,7 @@ class KafkaServer:
                 cfg.get_int("connections.max.reauth.ms"),
                 functools.partial(self._oauthbearer_validator, listener),
                 self._token_credential,
+                functools.partial(self.gssapi.server, listener),
             )
             self.sessions[conn] = session
         return session
@@ -235,18 +240,22 @@ class KafkaServer:
         if state is None:
             state = self.connections[conn] = {"id": conn}
         mechanism = session.mechanism if session is not None else None  # the exchange under way, if any
-        try:
-            chunks, throttle_ms = await self._handle_frame(frame, peer, principal, session, name, state)
-        except ProtocolError as e:
-            self._forget(conn)
-            net.close(conn, str(e))
-            return
-        except Exception:
-            # A bug in a handler must cost one connection, never the broker.
-            log.exception("internal error serving %s; connection closed", peer, extra=fields(peer=peer))
-            self._forget(conn)
-            net.close(conn)
-            return
+        if session is not None and session.raw_tokens:  # after SaslHandshake v0: a raw token
+            reply, _ = await raw_token(session, bytes(frame))
+            chunks, throttle_ms = ([reply] if reply is not None else None), 0
+        else:
+            try:
+                chunks, throttle_ms = await self._handle_frame(frame, peer, principal, session, name, state)
+            except ProtocolError as e:
+                self._forget(conn)
+                net.close(conn, str(e))
+                return
+            except Exception:
+                # A bug in a handler must cost one connection, never the broker.
+                log.exception("internal error serving %s; connection closed", peer, extra=fields(peer=peer))
+                self._forget(conn)
+                net.close(conn)
+                return
         if session is not None and session.failed is not None:
             reason, session.failed = session.failed, None
             self._forget(conn)

@@ -54,6 +54,10 @@ COMMON: dict[str, Any] = {
     "sasl.username": None,
     "sasl.password": None,
     "sasl.jaas.config": None,
+    # GSSAPI (Kerberos): see client/sasl.py
+    "sasl.kerberos.service.name": "kafka",
+    "sasl.kerberos.principal": None,
+    "sasl.kerberos.keytab": None,
     # OAUTHBEARER's tokens: see client/oauthbearer.py
     "sasl.oauthbearer.method": "default",
     "sasl.oauthbearer.token.endpoint.url": None,

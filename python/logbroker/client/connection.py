@@ -124,7 +124,7 @@ class BrokerConnection:
             raise failed(f"the broker enables {', '.join(resp.mechanisms) or 'no mechanism'}", resp.error_code)
         version = min(2, authenticate[1])
         try:
-            mech = sasl.client()
+            mech = sasl.client(self.bootstrap.rsplit(":", 1)[0])
         except ValueError as e:
             raise failed(str(e)) from None
         out: bytes | None = mech.first()

@@ -358,7 +358,7 @@ class Connection:
             return
         self._auth_version = min(2, authenticate[1])
         try:
-            self._mech = self.sasl.client()
+            self._mech = self.sasl.client(self.host)
         except ValueError as e:
             self._fail_auth(self._auth_error(str(e)))
             return

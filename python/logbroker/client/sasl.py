@@ -1,19 +1,37 @@
 """SASL authentication of the client's connections (`security.protocol` SASL_PLAINTEXT or
 SASL_SSL), Kafka's protocol (KIP-43, KIP-152, KIP-368), mechanisms PLAIN,
-SCRAM-SHA-256/512 and OAUTHBEARER (its tokens: client/oauthbearer.py). This module holds the configuration and the mechanisms' state machines,
+SCRAM-SHA-256/512, OAUTHBEARER (its tokens: client/oauthbearer.py) and GSSAPI (Kerberos, through
+MIT's GSS-API library: logbroker/gssapi.py). This module holds the configuration and the mechanisms' state machines,
 sans-I/O (bytes in, bytes out); `Connection` (client/network.py) and `BrokerConnection`
 (client/connection.py) carry their bytes.
 
 # Configuration (the Java client's and librdkafka's key names)
 
     security.protocol   SASL_PLAINTEXT, or SASL_SSL (TLS first, with the ssl.* keys: client/tls.py)
-    sasl.mechanism      PLAIN (default), SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER
-                        (sasl.oauthbearer.*: client/oauthbearer.py); GSSAPI is refused
+    sasl.mechanism      PLAIN (default), SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER
+                        (sasl.oauthbearer.*: client/oauthbearer.py) or GSSAPI (below)
     sasl.username       the user (librdkafka's key)
     sasl.password       its password (librdkafka's key)
     sasl.jaas.config    Java's form: `org.apache.kafka.common.security.scram.ScramLoginModule
                         required username="alice" password="alice-secret";`; sasl.username and
                         sasl.password win over what it says
+
+GSSAPI (Kerberos; librdkafka's keys, or Java's Krb5LoginModule JAAS form):
+
+    sasl.kerberos.service.name   the brokers' service name (default kafka): the client asks
+                                 the KDC for a ticket to <service>/<broker host>
+    sasl.kerberos.keytab         log in from this keytab (the library gets and renews the
+                                 TGT itself, in memory); unset: the default credential cache
+                                 (KRB5CCNAME, filled by kinit)
+    sasl.kerberos.principal      who to log in as from the keytab (librdkafka's default:
+                                 kafkaclient)
+    sasl.jaas.config             `com.sun.security.auth.module.Krb5LoginModule required
+                                 useKeyTab=true keyTab="..." principal="...";` (serviceName too)
+
+The realm and its KDCs come from krb5.conf (KRB5_CONFIG). The broker host is the one the
+client connects to (bootstrap, or as the cluster's metadata advertises it). The first
+connection to a broker asks the KDC for its service ticket, a blocking round trip, kept in
+the credential cache after that.
 
 The password (and the JAAS text, which holds it) is kept as a `Password`, whose repr is
 hidden, and is never put in an error message or a log line.
@@ -25,7 +43,8 @@ hidden, and is never put in an error message or a log line.
     SaslHandshake v1 (mechanism)      -> error UNSUPPORTED_SASL_MECHANISM lists the broker's
                                          enabled mechanisms: the connection fails naming both
     SaslAuthenticate (auth_bytes)...  -> highest version both speak (v0-v2); one round for
-                                         PLAIN, two for SCRAM; an error code
+                                         PLAIN, two for SCRAM, three for GSSAPI;
+                                         an error code
                                          (SASL_AUTHENTICATION_FAILED, ILLEGAL_SASL_STATE) fails
                                          the connection with `SaslAuthenticationError`
     every other request               (queued until then)
@@ -77,6 +96,8 @@ __all__ = [
     "MECHANISMS",
     "SASL_PROTOCOLS",
     "Password",
+    "GssapiClient",
+    "GssapiSaslConfig",
     "Plain",
     "SaslConfig",
     "ScramClient",
@@ -84,10 +105,8 @@ __all__ = [
     "parse_jaas",
 ]
 
-MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
+MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER", "GSSAPI")
 SASL_PROTOCOLS = ("SASL_PLAINTEXT", "SASL_SSL")
-# Kafka's mechanisms this client does not implement.
-REFUSED = ("GSSAPI",)
 
 
 class Password:
@@ -117,10 +136,6 @@ class Password:
 def check_mechanism(value: Any) -> str:
     """`sasl.mechanism`, upper-cased; ConfigError for those this client does not speak."""
     m = str(value).strip().upper()
-    if m in REFUSED:
-        raise ConfigError(
-            f"sasl.mechanism={m}: this client does not do GSSAPI (Kerberos); use one of {', '.join(MECHANISMS)}"
-        )
     if m not in MECHANISMS:
         raise ConfigError(f"sasl.mechanism={value!r} is not one of {', '.join(MECHANISMS)}")
     return m
@@ -165,8 +180,9 @@ class SaslConfig:
     def __repr__(self) -> str:
         return f"SaslConfig(mechanism={self.mechanism!r}, username={self.username!r}, password=[hidden])"
 
-    def client(self) -> Plain | ScramClient:
-        """A new state machine for one exchange (the first authentication or a re-authentication)."""
+    def client(self, host: str = "") -> Plain | ScramClient:
+        """A new state machine for one exchange (the first authentication or a re-authentication)
+        with the broker at `host`."""
         if self.mechanism == "PLAIN":
             return Plain(self.username, self.password)
         return ScramClient(self.mechanism, self.username, self.password, token_auth=self.token_auth)
@@ -178,7 +194,7 @@ def _secret(value: Any) -> str | None:
     return value.value if isinstance(value, Password) else str(value)
 
 
-def from_config(config: dict[str, Any]) -> SaslConfig | OAuthSaslConfig | None:
+def from_config(config: dict[str, Any]) -> SaslConfig | OAuthSaslConfig | GssapiSaslConfig | None:
     """The SASL settings of a built client configuration (client/config.py); None when
     `security.protocol` is not SASL_PLAINTEXT or SASL_SSL. ConfigError when the user or the
     password is missing."""
@@ -196,6 +212,14 @@ def from_config(config: dict[str, Any]) -> SaslConfig | OAuthSaslConfig | None:
         except ValueError as e:
             raise ConfigError(str(e)) from None
         return OAuthSaslConfig(source)
+    if mechanism == "GSSAPI":
+        options = parse_jaas(jaas) if jaas else {}
+        keytab = config.get("sasl.kerberos.keytab") or options.get("keyTab")
+        principal = config.get("sasl.kerberos.principal") or options.get("principal")
+        if keytab and not principal:
+            principal = "kafkaclient"  # librdkafka's default
+        service = options.get("serviceName") or config.get("sasl.kerberos.service.name") or "kafka"
+        return GssapiSaslConfig(str(service), str(principal) if principal else None, str(keytab) if keytab else None)
     if jaas:
         options = parse_jaas(jaas)
         token_auth = options.get("tokenauth", "").lower() == "true"
@@ -232,10 +256,83 @@ class OAuthSaslConfig:
     def __repr__(self) -> str:
         return f"OAuthSaslConfig({self.source.what})"
 
-    def client(self) -> OAuthBearerClient:
+    def client(self, host: str = "") -> OAuthBearerClient:
         """A new exchange with a current token (fetched now if the last is past 80% of its
         life); ValueError when none can be had."""
         return OAuthBearerClient(self.source.token(), self.source.extensions)
+
+
+class GssapiSaslConfig:
+    """GSSAPI's settings: the brokers' service name and who logs in (a keytab's principal, or
+    the default credential cache's). The credential is acquired at the first exchange and
+    shared by every connection."""
+
+    __slots__ = ("_credential", "keytab", "principal", "service")
+    mechanism = "GSSAPI"
+
+    def __init__(self, service: str, principal: str | None, keytab: str | None) -> None:
+        self.service, self.principal, self.keytab = service, principal, keytab
+        self._credential = None
+
+    @property
+    def username(self) -> str:
+        return self.principal or "(the default credential cache's principal)"
+
+    def __repr__(self) -> str:
+        return f"GssapiSaslConfig(service={self.service!r}, principal={self.principal!r}, keytab={self.keytab!r})"
+
+    def client(self, host: str = "") -> GssapiClient:
+        """A new exchange with the broker at `host`; its first token is made here (the KDC is
+        asked for the service ticket unless the cache has it). ValueError naming the cause."""
+        from logbroker import gssapi
+
+        try:
+            if self._credential is None:
+                self._credential = gssapi.Credential.initiator(self.principal, self.keytab)
+            return GssapiClient(gssapi.Initiator(self._credential, f"{self.service}@{host}"))
+        except gssapi.GssError as e:
+            raise ValueError(f"Kerberos: {e}") from None
+
+
+class GssapiClient:
+    """The client side of SASL GSSAPI (RFC 4752): the context's tokens (AP-REQ, then nothing
+    once the broker's AP-REP completes it), then the answer to the broker's security-layer
+    offer: "no security layer" (all Kafka brokers offer), with no authorization id."""
+
+    mechanism = "GSSAPI"
+
+    def __init__(self, context) -> None:
+        self._ctx = context
+        self._first = context.step(b"")
+        self.state = "context"  # -> "layers" -> "sent-layer" -> complete
+        self.complete = False
+
+    def first(self) -> bytes:
+        return self._first
+
+    def respond(self, challenge: bytes) -> bytes | None:
+        from logbroker import gssapi
+
+        try:
+            if self.state == "context":
+                out = self._ctx.step(challenge) if challenge or not self._ctx.complete else b""
+                if self._ctx.complete:
+                    self.state = "layers"
+                return out
+            if self.state == "layers":
+                offer = self._ctx.unwrap(challenge)
+                if len(offer) != 4 or not offer[0] & 0x01:
+                    raise ValueError(
+                        f"the broker's GSSAPI security-layer offer {offer.hex()} does not allow 'no security layer'"
+                    )
+                self.state = "sent-layer"
+                return self._ctx.wrap(bytes([0x01, 0, 0, 0]))
+            if self.state == "sent-layer":
+                self.state, self.complete = "complete", True
+                return None
+        except gssapi.GssError as e:
+            raise ValueError(f"Kerberos: {e}") from None
+        raise ValueError(f"GSSAPI message in state {self.state}")
 
 
 class Plain:

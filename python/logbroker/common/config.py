@@ -24,6 +24,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from logbroker.common import directory_id
+from logbroker.common.kerberos_name import parse_rules
 from logbroker.common.sasl import node_credentials
 
 
@@ -210,12 +211,12 @@ def _parse_protocol_map(text: str) -> str:
     return ",".join(f"{n}:{p}" for n, p in parse_protocol_map(text).items())
 
 
-SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
+SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER", "GSSAPI")
 NODE_SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")  # how nodes log in to each other
 # Per-listener SASL settings, Kafka's form: listener.name.<listener, lower case>.<mechanism,
 # lower case>.sasl.jaas.config (PLAIN's user_<name>="<password>" entries; common/sasl.py).
 LISTENER_JAAS_KEY = re.compile(
-    r"^listener\.name\.([a-z0-9_]+)\.(plain|scram-sha-256|scram-sha-512|oauthbearer)\.sasl\.jaas\.config$"
+    r"^listener\.name\.([a-z0-9_]+)\.(plain|scram-sha-256|scram-sha-512|oauthbearer|gssapi)\.sasl\.jaas\.config$"
 )
 # Which OAUTHBEARER validator a listener uses (Kafka's key and class names; common/oauthbearer.py).
 LISTENER_OAUTH_HANDLER_KEY = re.compile(
@@ -265,9 +266,7 @@ def _parse_mechanisms(text: str) -> str:
     names = [m.strip().upper() for m in str(text).split(",") if m.strip()]
     for m in names:
         if m not in SASL_MECHANISMS:
-            raise ConfigError(
-                f"SASL mechanism {m!r} is not served (GSSAPI is not); choose from {', '.join(SASL_MECHANISMS)}"
-            )
+            raise ConfigError(f"SASL mechanism {m!r} is not served; choose from {', '.join(SASL_MECHANISMS)}")
     if not names:
         raise ConfigError("sasl.enabled.mechanisms is empty")
     return ",".join(names)
@@ -404,6 +403,15 @@ def _parse_remote_storage_url(text: str) -> str:
     return f"{scheme}://{bucket}/{prefix}" if prefix else f"{scheme}://{bucket}"
 
 
+def _parse_kerberos_rules(text: str) -> str:
+    """sasl.kerberos.principal.to.local.rules: each rule must parse (common/kerberos_name.py)."""
+    try:
+        parse_rules([r for r in str(text).split(",") if r.strip()])
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
+    return str(text)
+
+
 _PARSERS: dict[str, Callable[[str], object]] = {
     # Named parsers the table refers to (`parser = "..."`) for values its types cannot check.
     "host_port_or_empty": _parse_optional_hostport,
@@ -416,6 +424,7 @@ _PARSERS: dict[str, Callable[[str], object]] = {
     "protocol_map": _parse_protocol_map,
     "sasl_mechanisms": _parse_mechanisms,
     "sasl_mechanism": _parse_node_mechanism,
+    "kerberos_rules": _parse_kerberos_rules,
     "replica_selector": _parse_replica_selector,
     "archive": _parse_archive,
     "iceberg": _parse_iceberg,
@@ -426,7 +435,7 @@ _PARSERS: dict[str, Callable[[str], object]] = {
 CONFIG_KEYS_TABLE = Path(__file__).with_name("config_keys.toml")
 KEY_TYPES = ("int", "long", "double", "bool", "string", "password", "choice", "list")
 _TYPE_RANGE = {"int": (-(2**31), INT_MAX), "long": (-(2**63), LONG_MAX), "double": (float("-inf"), float("inf"))}
-_FIELDS = {"name", "type", "default", "min", "max", "values", "parser", "topic", "engine", "group", "doc"}
+_FIELDS = {"name", "type", "default", "min", "max", "values", "parser", "topic", "engine", "group", "dynamic", "doc"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -444,6 +453,7 @@ class ConfigKey:
     topic_key: str | None = None  # the topic-level key this broker key sets the default of
     group_key: str | None = None  # the group-level key (Kafka's GroupConfig) this broker key sets the default of
     engine: bool = False  # the Rust log engine reads topic_key (LogConfig)
+    dynamic: bool = False  # changes without a restart though no topic key (Kafka's listener-reconfigurable keys)
 
     @property
     def sensitive(self) -> bool:
@@ -517,6 +527,7 @@ def _key_from_row(row: dict) -> ConfigKey:
         row.get("topic"),
         row.get("group"),
         bool(row.get("engine", False)),
+        bool(row.get("dynamic", False)),
     )
 
 
@@ -559,8 +570,11 @@ GROUP_KEYS: dict[str, tuple[Callable[[str], object], str]] = {
 }
 # Broker keys that change without a restart (IncrementalAlterConfigs on a BROKER resource,
 # per broker or as the cluster default; the metadata log holds them): the broker defaults of
-# topic configs, as Kafka's DynamicLogConfig.
-DYNAMIC_BROKER_KEYS: frozenset[str] = frozenset(broker_key for _parse, broker_key in TOPIC_KEYS.values())
+# topic configs, as Kafka's DynamicLogConfig, and the keys the table marks `dynamic` (read
+# where they are used, e.g. sasl.kerberos.principal.to.local.rules at each GSSAPI login).
+DYNAMIC_BROKER_KEYS: frozenset[str] = frozenset(broker_key for _parse, broker_key in TOPIC_KEYS.values()) | {
+    k.name for k in _BROKER_KEYS if k.dynamic
+}
 # Topic keys the Rust log engine reads (the table's `engine = true`; rust/src/config_keys.rs
 # is generated from the same rows): engine_config hands these to `_core.Log`. The other topic
 # keys are broker-side policies.
@@ -1219,7 +1233,7 @@ def validate_broker_config(configs: dict[str, str | None]) -> dict[str, str]:
             raise ConfigError(
                 f"broker configuration key {key!r} is static: set it in the broker's config file or "
                 "with --set and restart (the dynamic keys are the broker defaults of topic configs, "
-                "e.g. log.retention.ms, log.segment.bytes, min.insync.replicas)"
+                "e.g. log.retention.ms, log.segment.bytes, min.insync.replicas, and the sasl.kerberos.* keys)"
             )
         if value is None:
             raise ConfigError(f"broker configuration key {key!r} has a null value")

@@ -12,11 +12,14 @@ the state of one connection's exchange and the PLAIN mechanism.
   served by the data path) and limits them to `sasl.server.max.receive.size`. Before
   authentication only ApiVersions, SaslHandshake and SaslAuthenticate are allowed;
   anything else closes the connection (broker/dispatch.py).
-- SaslHandshake v1 names the mechanism (`sasl.enabled.mechanisms`; UNSUPPORTED_SASL_MECHANISM
-  lists the enabled ones). v0, where raw SASL tokens follow outside Kafka's framing, is not
-  served (every client this project supports sends v1).
+- SaslHandshake names the mechanism (`sasl.enabled.mechanisms`; UNSUPPORTED_SASL_MECHANISM
+  lists the enabled ones). After v1 the tokens travel in SaslAuthenticate; after v0 (Kafka
+  0.10.0's form, which librdkafka's feature check needs advertised) they follow raw, each
+  size-prefixed with no request header, answered the same way (`raw_token`); a failure there
+  closes the connection without an answer, as Kafka does.
 - SaslAuthenticate carries the mechanism's tokens: PLAIN one (`\\0user\\0password`), SCRAM two
-  (common/sasl_scram.py). A failure answers SASL_AUTHENTICATION_FAILED with Kafka's generic
+  (common/sasl_scram.py), OAUTHBEARER one (common/oauthbearer.py), GSSAPI three (Kerberos,
+  common/sasl_gssapi.py). A failure answers SASL_AUTHENTICATION_FAILED with Kafka's generic
   message and closes the connection once the answer is written; the broker's log says why.
 - PLAIN checks a password against `listener.name.<listener>.plain.sasl.jaas.config`'s
   `user_<name>="<password>"` entries (Kafka's PlainLoginModule form) and, for users not
@@ -47,6 +50,7 @@ log = logging.getLogger("logbroker.common.sasl")
 # Kafka's messages to the client: nothing that tells an unknown user from a wrong password.
 PLAIN_FAILED = "Authentication failed: Invalid username or password"
 SCRAM_FAILED = "Authentication failed during authentication due to invalid credentials with SASL mechanism {}"
+GSSAPI_FAILED = "Authentication failed during authentication due to invalid credentials with SASL mechanism GSSAPI"
 
 _JAAS_ENTRY = re.compile(r'([A-Za-z0-9_.\-]+)\s*=\s*"((?:[^"\\]|\\.)*)"')
 
@@ -85,14 +89,18 @@ class SaslSession:
         reauth_ms: int,
         oauthbearer=None,
         token_credential=None,
+        gssapi=None,
     ) -> None:
         """`oauthbearer()`: the listener's OAUTHBEARER validator (common/oauthbearer.py), made
-        when a client first asks for the mechanism."""
+        when a client first asks for the mechanism; `gssapi(peer)`: a new GSSAPI exchange
+        (common/sasl_gssapi.py GssapiServer) on this listener."""
         self.peer = peer
         self._oauthbearer = oauthbearer
         self._token_credential = token_credential  # delegation tokens (ScramServer)
         self.token_authenticated = False  # the session logged in with a delegation token
         self._oauth: OAuthBearerServer | None = None
+        self._gssapi = gssapi
+        self._gss = None  # the GSSAPI exchange under way
         self.expires_ms: int | None = None  # an OAUTHBEARER session: its token's exp
         self.scopes: list[str] = []  # an OAUTHBEARER session: its token's scopes
         self.granted_ms = 0  # the session lifetime the last exchange was given (0: none)
@@ -102,6 +110,7 @@ class SaslSession:
         self._credential = credential  # (user, mechanism) -> ScramCredential | None
         self.reauth_ms = reauth_ms
         self.mechanism: str | None = None  # chosen by the handshake under way
+        self.raw_tokens = False  # a SaslHandshake v0 was answered: the next frames are raw tokens
         self._scram: ScramServer | None = None
         self.principal: str | None = None  # set once authenticated
         self._authenticated_mechanism: str | None = None
@@ -121,6 +130,7 @@ class SaslSession:
         self.mechanism = mechanism
         self._scram = None
         self._oauth = None
+        self._gss = None
         return True
 
     # --- SaslAuthenticate ------------------------------------------------------------
@@ -137,6 +147,17 @@ class SaslSession:
                 self.mechanism = None
                 user = await self._plain(token)
                 return b"", self._done(user, mechanism)
+            if mechanism == "GSSAPI":
+                if self._gss is None:
+                    if self._gssapi is None:
+                        raise AuthenticationFailed("GSSAPI is not set up on this listener")
+                    self._gss = self._gssapi(self.peer)
+                # keytab, replay cache: off the event loop
+                reply, user = await trio.to_thread.run_sync(self._gss.step, token)
+                if user is None:
+                    return reply, None
+                self._gss, self.mechanism = None, None
+                return reply, self._done(user, mechanism)
             if mechanism == "OAUTHBEARER":
                 if self._oauth is None:
                     if self._oauthbearer is None:
@@ -167,7 +188,7 @@ class SaslSession:
                 return reply, principal
             return reply, self._done(scram_server.user, mechanism)
         except AuthenticationFailed as e:
-            self.mechanism, self._scram, self._oauth = None, None, None
+            self.mechanism, self._scram, self._oauth, self._gss = None, None, None, None
             self._refusal = e
             raise
 
@@ -175,6 +196,8 @@ class SaslSession:
         if mechanism == "OAUTHBEARER":  # Kafka sends the RFC 7628 error JSON back
             refusal = self._refusal
             return refusal.error_json() if isinstance(refusal, TokenRefused) else '{"status":"invalid_token"}'
+        if mechanism == "GSSAPI":
+            return GSSAPI_FAILED
         return PLAIN_FAILED if mechanism == "PLAIN" else SCRAM_FAILED.format(mechanism)
 
     def lifetime_ms(self, now_ms: int) -> int:
@@ -237,7 +260,7 @@ def log_failure(peer: str, mechanism: str | None, cause: str) -> None:
     )
 
 
-__all__ = ["AuthenticationFailed", "SaslSession", "jaas_users", "log_failure", "node_credentials"]
+__all__ = ["AuthenticationFailed", "SaslSession", "jaas_users", "log_failure", "node_credentials", "raw_token"]
 
 
 # SaslHandshake and SaslAuthenticate, answered with the connection's session (ctx.sasl): on a
@@ -259,7 +282,27 @@ async def handle_handshake(ctx, request):
             + ("" if session.principal is None else " or not the one the session started with"),
         )
         return response(error_code=ErrorCode.UNSUPPORTED_SASL_MECHANISM, mechanisms=list(session.mechanisms))
+    session.raw_tokens = ctx.version == 0
     return response(error_code=ErrorCode.NONE, mechanisms=list(session.mechanisms))
+
+
+async def raw_token(session: SaslSession, token: bytes) -> tuple[bytes | None, str | None]:
+    """A raw token after SaslHandshake v0: (the size-prefixed reply, the principal when the
+    exchange completed), or (None, None) when it failed (logged, `session.failed` set: the
+    connection closes without an answer)."""
+    mechanism = session.mechanism
+    try:
+        reply, principal = await session.authenticate(token)
+    except AuthenticationFailed as e:
+        log_failure(session.peer, mechanism, str(e))
+        session.raw_tokens = False
+        session.failed = f"authentication failed ({e})"
+        return None, None
+    if principal is not None:
+        session.raw_tokens = False
+        session.completed = principal
+        session.granted_ms = 0  # v0 has no session lifetime to send
+    return len(reply).to_bytes(4, "big") + reply, principal
 
 
 async def handle_authenticate(ctx, request):

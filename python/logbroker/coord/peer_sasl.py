@@ -36,7 +36,14 @@ from dataclasses import dataclass
 import trio
 
 from logbroker.client.sasl import SaslConfig
-from logbroker.common.sasl import AUTHENTICATE_KEY, HANDSHAKE_KEY, SaslSession, handle_authenticate, handle_handshake
+from logbroker.common.sasl import (
+    AUTHENTICATE_KEY,
+    HANDSHAKE_KEY,
+    SaslSession,
+    handle_authenticate,
+    handle_handshake,
+    raw_token,
+)
 from logbroker.coord.framing import MAX_FRAME, read_frame
 from logbroker.protocol import (
     REQUESTS,
@@ -127,6 +134,7 @@ class _Context:
     sasl: SaslSession
     peer: str
     listener: str
+    version: int = 1  # the request's version (SaslHandshake v0: raw tokens follow)
 
 
 async def serve_authentication(
@@ -145,6 +153,22 @@ async def serve_authentication(
             return None
         if frame is None:
             return None
+        if session.raw_tokens:  # after SaslHandshake v0
+            reply, principal = await raw_token(session, bytes(frame))
+            if reply is None:
+                await trio.sleep(failure_delay)
+                log.warning(
+                    "controller listener %s: %s did not authenticate: %s; closing",
+                    listener,
+                    session.peer,
+                    session.failed,
+                )
+                return None
+            await stream.send_all(reply)
+            if principal is not None:
+                session.completed = None
+                return principal
+            continue
         try:
             header, request = decode_request(frame)
         except ProtocolError as e:
@@ -156,6 +180,7 @@ async def serve_authentication(
             )
             return None
         key = header.request_api_key
+        ctx.version = header.request_api_version
         if key == HANDSHAKE_KEY:
             response = await handle_handshake(ctx, request)
         elif key == AUTHENTICATE_KEY:

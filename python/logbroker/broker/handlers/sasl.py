@@ -11,6 +11,6 @@ from __future__ import annotations
 from logbroker.common.sasl import AUTHENTICATE_KEY, HANDSHAKE_KEY, handle_authenticate, handle_handshake
 
 ENTRIES = [
-    (HANDSHAKE_KEY, 1, 1, handle_handshake),
+    (HANDSHAKE_KEY, 0, 1, handle_handshake),
     (AUTHENTICATE_KEY, 0, 2, handle_authenticate),
 ]
