@@ -90,12 +90,13 @@ class MiniKdc:
         )
         (self.root / "kadm5.acl").write_text("")
         self._run(_tool("kdb5_util"), "-r", self.realm, "create", "-s", "-P", "masterkey-for-tests")
-        self.proc = subprocess.Popen(
-            [_tool("krb5kdc"), "-n", "-r", self.realm],
-            env={**os.environ, **self.env()},
-            stdout=subprocess.DEVNULL,
-            stderr=open(self.root / "krb5kdc.stderr", "wb"),
-        )
+        with open(self.root / "krb5kdc.stderr", "wb") as stderr:  # the child keeps its own copy
+            self.proc = subprocess.Popen(
+                [_tool("krb5kdc"), "-n", "-r", self.realm],
+                env={**os.environ, **self.env()},
+                stdout=subprocess.DEVNULL,
+                stderr=stderr,
+            )
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:

@@ -48,6 +48,7 @@ class Sim:
         self.dup = 0.05
         self.leaders: dict[int, int] = {}  # term -> leader
         self.acked: dict[int, bytes] = {}
+        self.inflight = 0  # client proposals not yet returned (they outlive the chaos nursery)
         self.restarts = 0
 
     # -- network
@@ -150,12 +151,15 @@ async def client(sim: Sim, rng: random.Random, seq: list[int]) -> None:
         data = f"record-{seq[0]}".encode()
 
         async def one(d=d, data=data) -> None:
+            sim.inflight += 1
             try:
                 index = await d.propose(data, timeout=3.0)
             except (QuorumTimeout, trio.Cancelled):
                 raise
             except _core.RaftError:
                 return
+            finally:
+                sim.inflight -= 1
             sim.acked[index] = data
 
         sim.nursery.start_soon(_ignore_timeout, one)
@@ -212,6 +216,12 @@ async def run_seed(seed: int, root) -> Sim:
         for n in NODES:
             if sim.drivers[n] is None:
                 await sim.start(n)
+        # proposals the client made before the faults stopped may still commit (and be
+        # acknowledged) now; let them all return (each times out after 3 s) so that the final
+        # record below is appended after every acknowledged one
+        with trio.fail_after(10):
+            while sim.inflight:
+                await trio.sleep(0.05)
         target = max(sim.acked, default=0)
         with trio.move_on_after(30):
             while not all(max(sim.applied[n], default=0) >= target for n in NODES):
@@ -229,6 +239,7 @@ async def run_seed(seed: int, root) -> Sim:
             except QuorumTimeout:
                 continue
         assert final is not None, "the healed cluster never committed a record in 60 s"
+        assert final > max(sim.acked, default=0), f"final record at {final} precedes acknowledged records"
         with trio.move_on_after(10):
             while not all(max(sim.applied[n], default=0) >= final for n in NODES):
                 await trio.sleep(0.1)
