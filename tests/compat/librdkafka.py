@@ -507,16 +507,6 @@ def run(target, short: bool, workdir: str) -> list[Outcome]:
 
 
 DIFFERENCES: dict[str, str] = {
-    # fails on logbroker, passes on Kafka
-    "0081_admin": (
-        "Every admin API sub-test passes on logbroker (CreateTopics, CreatePartitions, "
-        "DeleteTopics, ACLs, configs, groups, offsets, DeleteRecords, SCRAM credentials, "
-        "DescribeCluster, ListOffsets) but AlterConfigs and IncrementalAlterConfigs, which set "
-        "the BROKER config sasl.kerberos.min.time.before.relogin and expect NO_ERROR: logbroker "
-        "has no GSSAPI/Kerberos and refuses a broker key it does not know (INVALID_CONFIG, "
-        "python/logbroker/common/config.py validate_broker_config), as its --set does, where "
-        "Kafka stores the value; the test stops at that sub-test."
-    ),
     # fails on both
     "0052_msg_timestamps": (
         "Its last cases produce as a 0.9 client (api.version.request=false, "
