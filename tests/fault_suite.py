@@ -20,6 +20,12 @@ A run:
        partition  the proxy isolates one node from the other two; heal
        restart    rolling restart: SIGTERM and restart each node in turn
        disk       a node's disk filled to the last 16 KiB; freed
+       elr        eligible leader replicas (KIP-966): for one partition, a follower killed,
+                  the other paused until the ISR is the leader alone (below min ISR, the
+                  paused one in the ELR), the leader killed, the paused follower resumed: it
+                  must be elected from the ELR (clean, unclean election off) and lose nothing.
+                  With this fault the cluster is one controller-only node and three brokers
+                  (2-4), so the quorum outlives losing every replica of a partition
 4. stops the faults and the writers, heals everything, reads every partition to its high
    watermark (the final read), stops the cluster and compares every replica's log on disk;
 5. checks the history: lost writes, duplicates, inconsistent offsets, nonmonotonic sends and
@@ -52,7 +58,7 @@ from logbroker import Cluster, _core  # noqa: E402
 from logbroker.protocol import REQUESTS  # noqa: E402
 
 TOPIC = "jepsen"
-FAULTS = ("kill", "pause", "partition", "restart", "disk")
+FAULTS = ("kill", "pause", "partition", "restart", "disk", "elr")
 CLUSTER_CONFIG = {
     "broker.session.timeout.ms": 3000,
     "broker.heartbeat.interval.ms": 300,
@@ -149,7 +155,7 @@ def create_topic(cluster, partitions: int, unclean: bool) -> None:
         timeout_ms=15000,
         validate_only=False,
     )
-    with RawClient(cluster.node(1).bootstrap_servers) as c:
+    with RawClient(cluster.bootstrap_servers.split(",")[0]) as c:  # a broker (node 1 may be controller-only)
         r = c.request(19, 5, req).topics[0]
         if r.error_code:
             raise RuntimeError(f"creating {TOPIC}: error {r.error_code}: {r.error_message}")
@@ -445,6 +451,49 @@ class Nemesis:
             if self.stop.is_set():
                 break
 
+    def _elr(self, entry: dict) -> None:
+        m = any_metadata(self.cluster)
+        led = [p for p, (leader, replicas, isr) in m.items() if leader > 0 and sorted(isr) == sorted(replicas)]
+        if not led:
+            raise RuntimeError(f"no partition with a leader and a full ISR: {m}")
+        p = self.rng.choice(led)
+        leader, replicas, _isr = m[p]
+        killed, paused = self.rng.sample([r for r in replicas if r != leader], 2)
+        entry.update(partition=p, leader=leader, killed=killed, paused=paused)
+
+        def state(node: int) -> tuple[int, list[int]]:
+            """(leader, ISR) of the partition as `node` sees it ((-2, []) when it does not answer)."""
+            try:
+                leader_id, _replicas, isr = metadata(self.cluster.node(node))[p]
+            except Exception:  # noqa: BLE001 - not answering yet
+                return -2, []
+            return leader_id, sorted(isr)
+
+        def wait(what: str, node: int, ok, timeout: float = 30.0) -> None:
+            deadline = time.monotonic() + timeout
+            while not ok(state(node)):
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"{what}: partition {p} is {state(node)} (node {node}) after {timeout:.0f} s")
+                time.sleep(0.1)
+
+        self.cluster.node(killed).kill()
+        wait("the killed follower out of the ISR", leader, lambda s: killed not in s[1])
+        n = self.cluster.node(paused)
+        n.proc.send_signal(signal.SIGSTOP)
+        t0 = time.monotonic()
+        try:
+            # the paused follower leaves the ISR with the ISR below min.insync.replicas: into the ELR
+            wait("the ISR down to the leader alone", leader, lambda s: s == (leader, [leader]))
+            self.cluster.node(leader).kill()  # every replica of the partition down or stopped
+        finally:
+            n.proc.send_signal(signal.SIGCONT)
+            entry["paused_s"] = round(time.monotonic() - t0, 2)
+        # the leader's session ends, the ISR empties; the resumed follower, in the ELR, is elected
+        wait("the paused follower elected from the ELR", paused, lambda s: s[0] == paused, 60)
+        entry["elected"] = paused
+        self.cluster.node(leader).start()
+        self.cluster.node(killed).start()
+
     def _disk(self, entry: dict) -> None:
         node = self.rng.choice(sorted(self.disks))
         entry.update(node=node, target="a node's disk")
@@ -471,9 +520,9 @@ class Nemesis:
 # --- one run -------------------------------------------------------------------------------------
 
 
-def _mount_disks(root: Path, nodes: int) -> dict[int, Path]:
+def _mount_disks(root: Path, nodes: list[int]) -> dict[int, Path]:
     disks = {}
-    for i in range(1, nodes + 1):
+    for i in nodes:
         d = root / f"node{i}"
         d.mkdir(parents=True, exist_ok=True)
         r = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={DISK_BYTES}", "tmpfs", str(d)], capture_output=True)
@@ -516,7 +565,7 @@ def compare_replicas(root: Path, cluster_nodes: list[int], partitions: int) -> l
 def run(root: Path, cfg: RunConfig) -> RunResult:
     rng = random.Random(cfg.seed)
     root.mkdir(parents=True, exist_ok=True)
-    disks = _mount_disks(root, 3) if "disk" in cfg.faults else {}
+    disks = _mount_disks(root, [2, 3, 4] if "elr" in cfg.faults else [1, 2, 3]) if "disk" in cfg.faults else {}
     notes = []
     if "disk" in cfg.faults and not disks:
         notes.append("disk fault skipped: tmpfs cannot be mounted here")
@@ -528,7 +577,12 @@ def run(root: Path, cfg: RunConfig) -> RunResult:
 
 def _run(root: Path, cfg: RunConfig, rng: random.Random, disks: dict[int, Path], notes: list[str]) -> RunResult:
     proxy = FaultProxy()
-    cluster = Cluster(3, data_dir=root, config=CLUSTER_CONFIG, front=proxy.front)
+    if "elr" in cfg.faults:  # the quorum on its own node: every replica of a partition can go down
+        cluster = Cluster(
+            1, broker_only=3, controller_only=True, data_dir=root, config=CLUSTER_CONFIG, front=proxy.front
+        )
+    else:
+        cluster = Cluster(3, data_dir=root, config=CLUSTER_CONFIG, front=proxy.front)
     try:
         cluster.start()
         create_topic(cluster, cfg.partitions, cfg.unclean)
@@ -558,7 +612,7 @@ def _run(root: Path, cfg: RunConfig, rng: random.Random, disks: dict[int, Path],
     finally:
         cluster.stop()
         proxy.close()
-    divergent = compare_replicas(root, [1, 2, 3], cfg.partitions)
+    divergent = compare_replicas(root, [2, 3, 4] if "elr" in cfg.faults else [1, 2, 3], cfg.partitions)
     anomalies = check(workload.history)
     return RunResult(cfg, nemesis.log, summary(workload.history, anomalies), anomalies, divergent, notes)
 

@@ -37,7 +37,7 @@ def _can_mount_tmpfs(tmp_path) -> bool:
 
 
 @pytest.mark.timeout(300)
-@pytest.mark.parametrize("fault", ["kill", "pause", "partition", "restart", "disk"])
+@pytest.mark.parametrize("fault", ["kill", "pause", "partition", "restart", "disk", "elr"])
 def test_no_acknowledged_write_is_lost(tmp_path, fault):
     if fault == "disk" and not _can_mount_tmpfs(tmp_path):
         pytest.skip("the disk fault needs a tmpfs per node (mount -t tmpfs)")
