@@ -27,6 +27,7 @@ that raises `KafkaTimeoutError` naming the operation. `aclose()` is idempotent.
 
 from __future__ import annotations
 
+import datetime
 import inspect
 import re
 from collections.abc import Callable, Iterable
@@ -48,6 +49,7 @@ from logbroker.client.network import Pending
 from logbroker.client.producer import Headers, ProducerBase
 from logbroker.client.share import AcknowledgementCommitCallback, ShareConsumerBase
 from logbroker.client.share_consumer import AckResults
+from logbroker.deliver_at import with_deliver_at
 
 __all__ = ["Admin", "Consumer", "NewTopic", "Producer", "ShareConsumer", "TopicPartition", "delivered"]
 
@@ -134,8 +136,12 @@ class Producer(ProducerBase, _AioClient):
         partition: int | None = None,
         headers: Headers = None,
         timestamp: int | None = None,
+        deliver_at: int | datetime.datetime | datetime.timedelta | None = None,
     ) -> _core.RecordFuture:
-        """Queues a record (waiting for metadata or buffer room, up to max.block.ms); returns its future."""
+        """Queues a record (waiting for metadata or buffer room, up to max.block.ms); returns its
+        future. `deliver_at`: as `logbroker.Producer.send`'s (delayed delivery to share groups)."""
+        if deliver_at is not None:
+            headers = with_deliver_at(headers, deliver_at)
         self._check()
         await self._share.checkpoint()
         fut = self._append(topic, value, key, partition, timestamp, headers)
@@ -168,9 +174,10 @@ class Producer(ProducerBase, _AioClient):
         headers: Headers = None,
         timestamp: int | None = None,
         timeout: float | None = None,
+        deliver_at: int | datetime.datetime | datetime.timedelta | None = None,
     ) -> _core.RecordMetadata:
         """Sends one record and waits for its acknowledgement (delivery.timeout.ms by default)."""
-        fut = await self.enqueue(topic, value, key, partition, headers, timestamp)
+        fut = await self.enqueue(topic, value, key, partition, headers, timestamp, deliver_at)
         return await delivered(fut, self.config["delivery.timeout.ms"] / 1000 if timeout is None else timeout)
 
     async def flush(self, timeout: float | None = None) -> None:

@@ -17,6 +17,7 @@ pub mod proto_columns;
 pub mod proto_encode;
 pub mod registry_encode;
 pub mod registry_types;
+pub mod share_records;
 pub mod varint;
 
 // Engine: storage.

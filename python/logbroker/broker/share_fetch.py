@@ -27,20 +27,31 @@ change made before it started. A write refused as fenced (a newer leader, or the
 offsets reset) drops the share-partition here; its next use reads it back.
 
 The group-level keys (share.auto.offset.reset, share.record.lock.duration.ms,
-share.delivery.count.limit) are read from the metadata image's group configs at each use,
-the broker's group.share.* keys as defaults.
+share.delivery.count.limit, and logbroker's share.delivery.order, share.release.backoff.ms
+and share.release.backoff.max.ms) are read from the metadata image's group configs at each
+use, the broker's group.share.* keys as defaults.
+
+Key order, delayed delivery and release back-off (issue 48, share_partition.py): the batches
+a fetch reads give the keys and not-before times (header `logbroker.deliver.at`) of the
+offsets new to the in-flight window (`_core.share_record_facts`, in Rust); a share-partition
+read back after a leader change reads its in-flight batches once for them. A fetch with
+nothing ready also wakes when a held-back record becomes ready. logbroker's ShareConsumer
+gives a release's back-off in tagged field RELEASE_DELAY_TAG of the AcknowledgementBatch.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 import uuid
 from dataclasses import dataclass, field
 
 import trio
 
+from logbroker import _core
 from logbroker.broker.share_partition import ShareError, SharePartition
 from logbroker.coord.groups.state_topic import StateTopicError
+from logbroker.deliver_at import DELIVER_AT_HEADER
 from logbroker.log_format import fields
 from logbroker.protocol import ErrorCode
 
@@ -48,6 +59,22 @@ log = logging.getLogger("logbroker.share")
 
 MAX_EPOCH = 2**31 - 1
 IDLE_CHECK_S = 5.0
+# logbroker's ShareConsumer puts a release's back-off (ms, int32 big-endian) in this tagged
+# field of the AcknowledgementBatch; other brokers ignore it, other clients never send it
+RELEASE_DELAY_TAG = 0x4C42
+FACTS_READ_BYTES = 8 << 20  # a read-back share-partition's in-flight batches, per read
+
+
+def release_delay_ms(batch) -> int | None:
+    """The back-off logbroker's ShareConsumer gave a RELEASE batch (None: none given)."""
+    raw = (getattr(batch, "unknown_tagged_fields", None) or {}).get(RELEASE_DELAY_TAG)
+    if raw is None or len(raw) != 4:
+        return None
+    return max(0, int.from_bytes(raw, "big", signed=True))
+
+
+def wall_ms() -> int:
+    return int(time.time() * 1000)
 
 
 @dataclass
@@ -133,6 +160,9 @@ class ShareFetchManager:
         # the group's configs may change
         sp.lock_duration_s = self.lock_duration_ms(group_id) / 1000
         sp.delivery_count_limit = self.group_config(group_id, "share.delivery.count.limit")
+        sp.set_key_order(self.group_config(group_id, "share.delivery.order") == "key")
+        sp.release_backoff_s = self.group_config(group_id, "share.release.backoff.ms") / 1000
+        sp.release_backoff_max_s = self.group_config(group_id, "share.release.backoff.max.ms") / 1000
         return sp
 
     async def load(self, group_id: str, topic_id: uuid.UUID, topic: str, part) -> SharePartition:
@@ -415,7 +445,9 @@ class ShareFetchManager:
         now = trio.current_time()
         try:
             for b in sorted(batches, key=lambda b: b.first_offset):
-                sp.acknowledge(member_id, b.first_offset, b.last_offset, list(b.acknowledge_types), now)
+                sp.acknowledge(
+                    member_id, b.first_offset, b.last_offset, list(b.acknowledge_types), now, release_delay_ms(b)
+                )
         except ShareError as e:
             return e.code, str(e)
         finally:
@@ -429,12 +461,32 @@ class ShareFetchManager:
 
     # --- acquisition --------------------------------------------------------------------------
 
+    def _read_facts(self, sp: SharePartition, lg) -> None:
+        """A read-back share-partition: its in-flight records' keys and not-before times, read
+        from the log once (whole batches over [SPSO, SPEO), at most the in-flight window)."""
+        off = sp.start_offset
+        while off < sp.end_offset:
+            got = lg.read_batches(off, FACTS_READ_BYTES, sp.end_offset)
+            if got is None:
+                got = lg.read_batches(off, 1, lg.high_watermark)  # one batch past SPEO
+            if got is None:
+                break
+            data, end = got
+            sp.set_facts(*_core.share_record_facts(data, DELIVER_AT_HEADER))
+            if end <= off:
+                break
+            off = end
+        sp.needs_facts = False
+
     def _acquire_one(
         self, sp: SharePartition, part, member_id: str, now: float, max_records: int, max_bytes: int
     ) -> tuple[bytes | None, list[tuple[int, int, int]]]:
         lg = part.log
         sp.move_start(lg.log_start_offset)
-        first = sp.first_available(now)
+        if sp.needs_facts:
+            self._read_facts(sp, lg)
+        wall = wall_ms()
+        first = sp.first_available(now, wall)
         if first is not None:
             bound = sp.end_offset
         else:
@@ -456,7 +508,9 @@ class ShareFetchManager:
         if got is None:
             return None, []
         data, end = got
-        acquired = sp.acquire(member_id, first, min(end, bound), now, max_records)
+        # keys and not-before times of offsets new to the in-flight window (read in Rust)
+        facts = _core.share_record_facts(data, DELIVER_AT_HEADER) if end > sp.end_offset else None
+        acquired = sp.acquire(member_id, first, min(end, bound), now, max_records, wall, facts)
         return (data, acquired) if acquired else (None, [])
 
     def acquire(
@@ -499,7 +553,9 @@ class ShareFetchManager:
         of the group's share-partitions of `parts`, or `deadline`."""
         sps = [self.partitions.get((group_id, p.topic, p.index)) for p in parts]
         locks = [d for sp in sps if sp is not None and (d := sp.next_lock_deadline()) is not None]
-        until = min([deadline, *locks])
+        now, wall = trio.current_time(), wall_ms()
+        ready = [t for sp in sps if sp is not None and (t := sp.next_ready_time(now, wall)) is not None]
+        until = min([deadline, *locks, *ready])
         event = trio.Event()
         self._waiters.add(event)
         for p in parts:

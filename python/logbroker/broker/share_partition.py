@@ -25,6 +25,22 @@ but an acquisition: like Kafka, a leader does not write when it hands records ou
 delivery count), an acquired record as available with its count — and `restore` rebuilds a
 share-partition from what was read back (SPEO: the end of the last batch).
 
+Beyond Kafka (issue 48), what each in-flight record's batch says (`set_facts`, from the Rust
+`share_record_facts`): its key (a hash) and its not-before time (header `logbroker.deliver.at`,
+ms since the epoch). A record is *ready* when it is available and
+    - its not-before time has come (delayed delivery: wall-clock ms, passed in);
+    - its back-off has passed (`available_at`: a release with a delay, or the group's
+      `share.release.backoff.ms` growing with the delivery count; trio-clock seconds);
+    - with `key_order` (the group's `share.delivery.order=key`), it is the lowest in-flight
+      offset of its key that is not done: `keys` maps each key to its in-flight offsets in
+      order, so a record waits while an earlier one of its key is available, acquired or
+      backing off. Records without a key are not ordered.
+Only ready records are acquired. New offsets taken in from the SPEO that are not ready stay
+in flight as available (so the SPEO, and the records behind them, move on). A share-partition
+read back after a leader change has its in-flight records' facts read again from the log
+(`needs_facts`) before anything is acquired; back-offs are not persisted (a released record is
+ready at once under a new leader), not-before times and key order are (they come from the log).
+
 Offsets with no record (compaction gaps, transaction markers) are handed out like records:
 the consumer acknowledges them as GAP. Nothing here reads record bytes: the caller reads whole
 batches from the log (`share_fetch.py`) and this module decides which of their offsets are
@@ -35,11 +51,13 @@ from __future__ import annotations
 
 import enum
 import uuid
+from collections import deque
 from dataclasses import dataclass
 
 import trio
 
 from logbroker.coord.groups.share_state_log import StateBatch
+from logbroker.deliver_at import DELIVER_AT_HEADER  # noqa: F401  (re-exported for share_fetch)
 from logbroker.protocol import ErrorCode
 
 
@@ -69,6 +87,9 @@ class InFlight:
     delivery_count: int = 0
     member_id: str = ""
     deadline: float = 0.0
+    key: int | None = None  # the record key's hash (None: no key, no record, or not read yet)
+    not_before_ms: int = -1  # delayed delivery: not acquired before this wall-clock time
+    available_at: float = 0.0  # a back-off: not acquired before this trio-clock time
 
 
 class ShareError(Exception):
@@ -107,6 +128,11 @@ class SharePartition:
         # (offset, delivery count, reason) of records given up on (archived at the delivery
         # limit, or rejected), for the dead-letter topic; the owner drains it
         self.dead_letters: list[tuple[int, int, str]] = []
+        self.key_order = False  # share.delivery.order=key (set by its owner; `set_key_order`)
+        self.keys: dict[int, deque[int]] = {}  # key -> its in-flight offsets not done, in order
+        self.release_backoff_s = 0.0  # share.release.backoff.ms (0: a release is ready at once)
+        self.release_backoff_max_s = 0.0  # share.release.backoff.max.ms
+        self.needs_facts = False  # read back: the in-flight records' keys and times are to be read
 
     def __repr__(self) -> str:
         return f"SharePartition({self.group_id}, {self.name}, SPSO {self.start_offset}, SPEO {self.end_offset})"
@@ -126,7 +152,77 @@ class SharePartition:
             self.end_offset = max(self.end_offset, b.last_offset + 1)
         for off in range(self.start_offset, self.end_offset):
             self.records.setdefault(off, InFlight())
+        self.needs_facts = self.end_offset > self.start_offset
         self._advance()
+
+    # --- what the log says of each record ---------------------------------------------------
+
+    def set_facts(self, offsets: list[int], keys: list[int | None], not_before: list[int]) -> None:
+        """Keys and not-before times of in-flight records (`_core.share_record_facts` of their
+        batches); offsets not in flight are ignored. Keys join `keys` in offset order."""
+        for off, key, nb in zip(offsets, keys, not_before):
+            rec = self.records.get(off)
+            if rec is None or rec.state in DONE:
+                continue
+            rec.key, rec.not_before_ms = key, nb
+        self._rebuild_keys()
+
+    def set_key_order(self, on: bool) -> None:
+        if on != self.key_order:
+            self.key_order = on
+            self._rebuild_keys()
+
+    def _rebuild_keys(self) -> None:
+        self.keys = {}
+        if self.key_order:
+            for off in range(self.start_offset, self.end_offset):
+                rec = self.records[off]
+                if rec.key is not None and rec.state not in DONE:
+                    self.keys.setdefault(rec.key, deque()).append(off)
+
+    def _key_done(self, off: int, rec: InFlight) -> None:
+        """`off` is done: it leaves its key's queue (where it is the head, but for a record
+        skipped by the log start moving)."""
+        if not self.key_order or rec.key is None:
+            return
+        q = self.keys.get(rec.key)
+        if not q:
+            return
+        if q[0] == off:
+            q.popleft()
+        else:
+            try:
+                q.remove(off)
+            except ValueError:
+                return
+        if not q:
+            del self.keys[rec.key]
+
+    def ready(self, off: int, rec: InFlight, now: float, wall_ms: int) -> bool:
+        """Whether the available record at `off` may be acquired now (see the module doc)."""
+        if rec.state != RecordState.AVAILABLE or rec.available_at > now:
+            return False
+        if rec.not_before_ms >= 0 and rec.not_before_ms > wall_ms:
+            return False
+        if self.key_order and rec.key is not None:
+            q = self.keys.get(rec.key)
+            return not q or q[0] == off
+        return True
+
+    def next_ready_time(self, now: float, wall_ms: int) -> float | None:
+        """The trio time at which an available record held back by its not-before time or its
+        back-off becomes ready (None: none is); key order is not a wait of its own (a record
+        waits for an acknowledgement or a lock expiry, which wake fetches anyway)."""
+        best: float | None = None
+        for rec in self.records.values():
+            if rec.state != RecordState.AVAILABLE:
+                continue
+            at = rec.available_at
+            if rec.not_before_ms > wall_ms:
+                at = max(at, now + (rec.not_before_ms - wall_ms) / 1000)
+            if at > now and (best is None or at < best):
+                best = at
+        return best
 
     def state_batches(self) -> list[StateBatch]:
         """The in-flight offsets as runs of equal (delivery state, delivery count); acquired
@@ -152,33 +248,50 @@ class SharePartition:
 
     # --- acquisition -------------------------------------------------------------------
 
-    def first_available(self, now: float) -> int | None:
-        """The lowest in-flight offset that can be delivered now (locks past `now` expire first)."""
+    def first_available(self, now: float, wall_ms: int = 0) -> int | None:
+        """The lowest in-flight offset that is ready now (locks past `now` expire first)."""
         self.expire_locks(now)
         for off in range(self.start_offset, self.end_offset):
-            if self.records[off].state == RecordState.AVAILABLE:
+            if self.ready(off, self.records[off], now, wall_ms):
                 return off
         return None
 
     def can_acquire_new(self) -> bool:
         return self.end_offset - self.start_offset < self.max_in_flight
 
-    def acquire(self, member_id: str, first: int, end: int, now: float, max_records: int) -> list[tuple[int, int, int]]:
-        """Acquires for `member_id` what is acquirable in [first, end) — available in-flight
-        records, and offsets from SPEO on — up to `max_records` (more to finish a run of new
-        offsets is not taken); returns the AcquiredRecords ranges `(first, last, delivery count)`."""
+    def acquire(
+        self,
+        member_id: str,
+        first: int,
+        end: int,
+        now: float,
+        max_records: int,
+        wall_ms: int = 0,
+        facts: tuple[list[int], list[int | None], list[int]] | None = None,
+    ) -> list[tuple[int, int, int]]:
+        """Acquires for `member_id` what is ready in [first, end) — available in-flight records,
+        and offsets from SPEO on, which come in flight first (with `facts`, the keys and
+        not-before times of the batches read: `_core.share_record_facts`) — up to
+        `max_records`; returns the AcquiredRecords ranges `(first, last, delivery count)`. A new
+        offset that is not ready stays in flight, available."""
         out: list[tuple[int, int, int]] = []
         taken = 0
         deadline = now + self.lock_duration_s
+        new_facts: dict[int, tuple[int | None, int]] = {}
+        if facts is not None:
+            new_facts = {o: (k, nb) for o, k, nb in zip(*facts) if o >= self.end_offset}
         off = max(first, self.start_offset)
         while off < end and taken < max_records:
             rec = self.records.get(off)
             if rec is None:
                 if off != self.end_offset or not self.can_acquire_new():
                     break
-                rec = self.records[off] = InFlight()
+                key, not_before = new_facts.get(off, (None, -1))
+                rec = self.records[off] = InFlight(key=key, not_before_ms=not_before)
                 self.end_offset = off + 1
-            if rec.state == RecordState.AVAILABLE:
+                if self.key_order and key is not None:
+                    self.keys.setdefault(key, deque()).append(off)
+            if self.ready(off, rec, now, wall_ms):
                 rec.state, rec.member_id, rec.deadline = RecordState.ACQUIRED, member_id, deadline
                 rec.delivery_count += 1
                 taken += 1
@@ -191,10 +304,14 @@ class SharePartition:
 
     # --- acknowledgement ------------------------------------------------------------------
 
-    def acknowledge(self, member_id: str, first: int, last: int, types: list[int], now: float) -> None:
+    def acknowledge(
+        self, member_id: str, first: int, last: int, types: list[int], now: float, release_delay_ms: int | None = None
+    ) -> None:
         """Applies one AcknowledgementBatch: `types` has one type for every offset, or one for
         all. Checked whole before anything changes; ShareError(INVALID_RECORD_STATE) names the
-        first offset not acquired by this member."""
+        first offset not acquired by this member. A released record backs off for
+        `release_delay_ms` (logbroker's ShareConsumer sends it), else for the group's
+        back-off at its delivery count."""
         n = last - first + 1
         if n <= 0 or not types or (len(types) != 1 and len(types) != n):
             raise ShareError(
@@ -229,13 +346,18 @@ class SharePartition:
             rec = self.records[off]
             if kind == AcknowledgeType.ACCEPT:
                 rec.state = RecordState.ACKNOWLEDGED
+                self._key_done(off, rec)
             elif kind == AcknowledgeType.REJECT:
                 rec.state = RecordState.ARCHIVED
+                self._key_done(off, rec)
                 self.dead_letters.append((off, rec.delivery_count, f"rejected by member {member_id}"))
             elif kind == AcknowledgeType.GAP:
                 rec.state = RecordState.ARCHIVED
+                self._key_done(off, rec)
             elif kind == AcknowledgeType.RELEASE:
                 self._give_back(off, rec)
+                if rec.state == RecordState.AVAILABLE:
+                    rec.available_at = now + self._backoff_s(rec.delivery_count, release_delay_ms)
             else:  # RENEW
                 rec.deadline = now + self.lock_duration_s
         self.version += 1
@@ -269,10 +391,18 @@ class SharePartition:
         deadlines = [r.deadline for r in self.records.values() if r.state == RecordState.ACQUIRED]
         return min(deadlines) if deadlines else None
 
+    def _backoff_s(self, delivery_count: int, delay_ms: int | None) -> float:
+        if delay_ms is not None:
+            return max(0, delay_ms) / 1000
+        if self.release_backoff_s <= 0:
+            return 0.0
+        return min(self.release_backoff_max_s, self.release_backoff_s * 2 ** max(0, delivery_count - 1))
+
     def _give_back(self, off: int, rec: InFlight) -> None:
         rec.member_id, rec.deadline = "", 0.0
         if rec.delivery_count >= self.delivery_count_limit:
             rec.state = RecordState.ARCHIVED
+            self._key_done(off, rec)
             self.dead_letters.append(
                 (off, rec.delivery_count, f"delivery count limit {self.delivery_count_limit} reached")
             )
@@ -291,7 +421,7 @@ class SharePartition:
         if log_start_offset <= self.start_offset:
             return
         for off in range(self.start_offset, min(log_start_offset, self.end_offset)):
-            del self.records[off]
+            self._key_done(off, self.records.pop(off))
         self.start_offset = log_start_offset
         self.end_offset = max(self.end_offset, log_start_offset)
         self.version += 1

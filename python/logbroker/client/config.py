@@ -262,6 +262,7 @@ SHARE_CONSUMER: dict[str, Any] = {
     **COMMON,
     "group.id": None,
     "share.acknowledgement.mode": "implicit",
+    "share.acquire.mode": "batch_optimized",
     "max.poll.records": 500,
     "fetch.min.bytes": 1,
     "fetch.max.bytes": 52428800,
@@ -273,12 +274,18 @@ SHARE_CONSUMER: dict[str, Any] = {
 
 def build_share_consumer(given: dict[str, Any]) -> dict[str, Any]:
     """The share consumer's configuration: a group id is required and
-    `share.acknowledgement.mode` is "implicit" or "explicit" (as in Kafka)."""
+    `share.acknowledgement.mode` is "implicit" or "explicit" and `share.acquire.mode`
+    "batch_optimized" or "record_limit" (KIP-1206: at most max.poll.records acquired per
+    fetch, never more to finish a batch), as in Kafka."""
     out = build(SHARE_CONSUMER, given)
     mode = str(out["share.acknowledgement.mode"]).lower()
     if mode not in ("implicit", "explicit"):
         raise ConfigError(f"share.acknowledgement.mode must be 'implicit' or 'explicit', not {mode!r}")
     out["share.acknowledgement.mode"] = mode
+    acquire = str(out["share.acquire.mode"]).lower()
+    if acquire not in ("batch_optimized", "record_limit"):
+        raise ConfigError(f"share.acquire.mode must be 'batch_optimized' or 'record_limit' (KIP-1206), not {acquire!r}")
+    out["share.acquire.mode"] = acquire
     if not out["group.id"]:
         raise ConfigError("a share consumer needs a group.id")
     if out["max.poll.records"] < 1:

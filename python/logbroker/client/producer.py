@@ -20,6 +20,7 @@ Thread-safety: every method may be called from any thread.
 
 from __future__ import annotations
 
+import datetime
 import time
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -37,6 +38,7 @@ from logbroker.client.errors import (
 )
 from logbroker.client.sender import ProducerCore
 from logbroker.client.transactions import TransactionManager, TransactionStateError
+from logbroker.deliver_at import with_deliver_at
 from logbroker.protocol import ErrorCode
 
 __all__ = ["Producer", "Partitioner", "RecordFuture", "RecordMetadata"]
@@ -149,8 +151,14 @@ class Producer(ProducerBase):
         partition: int | None = None,
         headers: Headers = None,
         timestamp: int | None = None,
+        deliver_at: int | datetime.datetime | datetime.timedelta | None = None,
     ) -> RecordFuture:
-        """Queues one record; returns its future (`.result(timeout)`, `.add_done_callback`)."""
+        """Queues one record; returns its future (`.result(timeout)`, `.add_done_callback`).
+        `deliver_at` (ms since the epoch, a datetime, or a timedelta from now): share groups
+        hand the record out only from then (header `logbroker.deliver.at`, logbroker/deliver_at.py);
+        plain consumers see it at once."""
+        if deliver_at is not None:
+            headers = with_deliver_at(headers, deliver_at)
         fut = self._append(topic, value, key, partition, timestamp, headers)
         if fut is not None:
             return fut

@@ -85,14 +85,26 @@ class ShareConsumerBase:
         self._closed = False
         self._last: list[_core.ConsumerRecord] = []  # implicit mode: the last poll's records
         self._unacked: dict[tuple[str, int, int], _core.ConsumerRecord] = {}  # explicit mode
+        self._renewed: dict[tuple[str, int, int], _core.ConsumerRecord] = {}  # RENEWed, to acknowledge later
         self._acks: AckMap = {}  # acknowledged, not yet handed to the core
         self._ack_callback: AcknowledgementCommitCallback | None = None
 
     # -- acknowledgements (application side) --------------------------------------------
 
-    def acknowledge(self, record: _core.ConsumerRecord, type: AcknowledgeType = AcknowledgeType.ACCEPT) -> None:
-        """Acknowledges `record` (from the last poll()) as ACCEPT, RELEASE or REJECT; sent with
-        the next poll(), commit_sync(), commit_async() or close(). Explicit mode only."""
+    def acknowledge(
+        self,
+        record: _core.ConsumerRecord,
+        type: AcknowledgeType | str = AcknowledgeType.ACCEPT,
+        delay_ms: int | None = None,
+    ) -> None:
+        """Acknowledges `record` (from the last poll()) as ACCEPT, RELEASE, REJECT or RENEW
+        (also by name: "accept", "release", ...); sent with the next poll(), commit_sync(),
+        commit_async() or close(). Explicit mode only.
+
+        RELEASE with `delay_ms` (logbroker's brokers): the record is handed out again no
+        sooner than that (a retry with back-off); without it the group's
+        share.release.backoff.ms applies (0: at once). RENEW (KIP-1222) keeps the record's
+        lock for another lock duration; the record stays this member's, to acknowledge later."""
         if self._closed:
             raise ClientClosedError("the share consumer is closed")
         if not self._explicit:
@@ -100,14 +112,19 @@ class ShareConsumerBase:
                 "acknowledge() needs share.acknowledgement.mode=explicit "
                 "(in implicit mode every record is accepted by the next poll)"
             )
-        t = AcknowledgeType(type)
+        t = AcknowledgeType[type.upper()] if isinstance(type, str) else AcknowledgeType(type)
+        if delay_ms is not None and (t != AcknowledgeType.RELEASE or delay_ms < 0 or delay_ms > 2**31 - 1):
+            raise ValueError(f"delay_ms={delay_ms!r}: a back-off in ms (0 to 2^31-1) goes with RELEASE only")
         key = (record.topic, record.partition, record.offset)
-        if self._unacked.pop(key, None) is None:
+        if self._unacked.pop(key, None) is None and self._renewed.pop(key, None) is None:
             raise IllegalStateError(
                 f"{record.topic}-{record.partition}@{record.offset} is not a record of the "
                 "last poll() waiting for an acknowledgement"
             )
-        self._acks.setdefault(TopicPartition(record.topic, record.partition), {})[record.offset] = int(t)
+        if t == AcknowledgeType.RENEW:  # still this member's: acknowledged later, even after a poll()
+            self._renewed[key] = record
+        kind: int | tuple[int, int] = int(t) if delay_ms is None else (int(t), int(delay_ms))
+        self._acks.setdefault(TopicPartition(record.topic, record.partition), {})[record.offset] = kind
 
     def set_acknowledgement_commit_callback(self, callback: AcknowledgementCommitCallback | None) -> None:
         """`callback(results)` learns what became of acknowledgements sent with fetches (and

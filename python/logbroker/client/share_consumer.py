@@ -95,7 +95,28 @@ GAP = 0
 MAX_EPOCH = 2**31 - 1
 FINAL_EPOCH = -1
 
-AckMap = dict[TopicPartition, dict[int, int]]
+AckMap = dict[TopicPartition, dict[int, int | tuple[int, int]]]  # type, or (RELEASE, back-off ms)
+
+
+def split_renews(acks: AckMap) -> AckMap:
+    """Takes the RENEW acknowledgements out of `acks` (in place) and returns them."""
+    out: AckMap = {}
+    for tp, offsets in list(acks.items()):
+        renew = {o: t for o, t in offsets.items() if t == AcknowledgeType.RENEW}
+        if renew:
+            out[tp] = renew
+            for o in renew:
+                del offsets[o]
+            if not offsets:
+                del acks[tp]
+    return out
+
+
+def has_renew(acks: AckMap) -> bool:
+    """Whether any acknowledgement is a RENEW (the request's IsRenewAck, v2)."""
+    return any(t == AcknowledgeType.RENEW for offsets in acks.values() for t in offsets.values())
+
+
 """Acknowledgements: {partition: {offset: acknowledge type}}."""
 AckResults = dict[TopicPartition, KafkaError | None]
 """What became of acknowledgements, per partition: None (done) or the error."""
@@ -110,6 +131,9 @@ class AcknowledgeType(enum.IntEnum):
     """Not processed: delivered again (to any member), with a higher delivery count."""
     REJECT = 3
     """Unprocessable: never delivered again (archived)."""
+    RENEW = 4
+    """Still being processed: the lock is extended by another lock duration (KIP-1222; the
+    record stays this member's, to be acknowledged later)."""
 
 
 class IllegalStateError(KafkaError):
@@ -141,22 +165,39 @@ _LEADERSHIP = {
 }
 
 
-def ack_batches(acks: dict[int, int], cls: Any) -> list[Any]:
-    """`acks` ({offset: type}) as AcknowledgementBatch entries of `cls`: one per run of
-    consecutive offsets with the same type, ascending."""
+# logbroker's extension: a release's back-off (ms, int32 big-endian) rides in this tagged field
+# of the AcknowledgementBatch (broker/share_fetch.py RELEASE_DELAY_TAG); Kafka's brokers ignore it
+RELEASE_DELAY_TAG = 0x4C42
+
+
+def ack_batches(acks: dict[int, int | tuple[int, int]], cls: Any) -> list[Any]:
+    """`acks` ({offset: type, or (RELEASE, back-off ms)}) as AcknowledgementBatch entries of
+    `cls`: one per run of consecutive offsets with the same type (and back-off), ascending."""
     out: list[Any] = []
     first = last = kind = None
+
+    def batch(first: int, last: int, kind: int | tuple[int, int]) -> Any:
+        if isinstance(kind, tuple):
+            t, delay = kind
+            return cls(
+                first_offset=first,
+                last_offset=last,
+                acknowledge_types=[t],
+                unknown_tagged_fields={RELEASE_DELAY_TAG: int(delay).to_bytes(4, "big", signed=True)},
+            )
+        return cls(first_offset=first, last_offset=last, acknowledge_types=[kind])
+
     for off in sorted(acks):
         t = acks[off]
         if last is not None and off == last + 1 and t == kind:
             last = off
             continue
         if first is not None:
-            out.append(cls(first_offset=first, last_offset=last, acknowledge_types=[kind]))
+            out.append(batch(first, last, kind))
         first = last = off
         kind = t
     if first is not None:
-        out.append(cls(first_offset=first, last_offset=last, acknowledge_types=[kind]))
+        out.append(batch(first, last, kind))
     return out
 
 
@@ -375,6 +416,8 @@ class ShareConsumerCore(ClientCore):
         self.notify: Callable[[], None] = lambda: None
         self.closing = False
         self.max_records: int = config["max.poll.records"]
+        # ShareFetch's ShareAcquireMode (v2, KIP-1206): 0 batch-optimized, 1 record-limit
+        self.acquire_mode = 1 if config["share.acquire.mode"] == "record_limit" else 0
         self.check_crcs = bool(config["check.crcs"])
         self._sessions: dict[int, _Session] = {}
         self._busy: set[int] = set()
@@ -397,7 +440,11 @@ class ShareConsumerCore(ClientCore):
 
     def polled(self, acks: AckMap) -> None:
         """The application polled: `acks` (its acknowledgements so far) ride on the next
-        fetches, and each leader may be fetched from once more."""
+        fetches, and each leader may be fetched from once more. RENEWs go in ShareAcknowledge
+        requests of their own: a ShareFetch with IsRenewAck fetches nothing (KIP-1222)."""
+        renews = split_renews(acks)
+        if renews:
+            self.acknowledge_async(renews)
         merge_acks(self._fetch_acks, acks)
         self._want_fetch = True
         self.wake()
@@ -572,6 +619,7 @@ class ShareConsumerCore(ClientCore):
             max_bytes=cfg["fetch.max.bytes"],
             max_records=self.max_records,
             batch_size=self.max_records,
+            share_acquire_mode=self.acquire_mode,
             topics=[cls.FetchTopic(topic_id=self._topic_id(t), partitions=ps) for t, ps in by_topic.items()],
             forgotten_topics_data=[
                 cls.ForgottenTopic(topic_id=self._topic_id(t), partitions=ps) for t, ps in forgotten.items()
@@ -765,6 +813,7 @@ class ShareConsumerCore(ClientCore):
             group_id=self.group_id,
             member_id=self.group.member_id,
             share_session_epoch=epoch,
+            is_renew_ack=has_renew(acks),
             topics=[cls.AcknowledgeTopic(topic_id=self._topic_id(t), partitions=ps) for t, ps in by_topic.items()],
         )
         self._busy.add(node)

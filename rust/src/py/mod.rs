@@ -47,6 +47,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(functions::read_offset_checkpoint, m)?)?;
     m.add_function(wrap_pyfunction!(functions::sync_filesystem, m)?)?;
     m.add_function(wrap_pyfunction!(functions::crc32c, m)?)?;
+    m.add_function(wrap_pyfunction!(functions::share_record_facts, m)?)?;
     m.add_function(wrap_pyfunction!(functions::jws_verify, m)?)?;
     m.add_function(wrap_pyfunction!(functions::decompress, m)?)?;
     m.add_function(wrap_pyfunction!(functions::validate_batches, m)?)?;
