@@ -214,3 +214,59 @@ def test_record_limit_acquires_no_more_than_max_poll_records(broker):
             assert len(recs) <= 3
             got += [int(r.value) for r in recs]
         assert sorted(got) == list(range(40))
+
+
+def test_key_order_and_delivery_times_hold_across_a_restart(tmp_path):
+    """In-flight records read back after a restart have their keys and times read again from
+    the log: the next record of a key still waits for the earlier one, and a delayed record
+    still waits for its time."""
+    data = tmp_path / "data"
+    with Broker(data_dir=data, config=CONFIG) as b:
+        bs = b.bootstrap_servers
+        create(bs, "resume")
+        group_configs(bs, "resumed", share_delivery_order="key")
+        due = int((time.time() + 6.0) * 1000)
+        with Producer(bs, linger_ms=20) as p:
+            for i in range(5):
+                p.send("resume", f"a{i}".encode(), key=b"a")
+            p.send("resume", b"later", key=b"z", deliver_at=due)
+            p.flush(10)
+        with ShareConsumer(bs, "resumed", share_acknowledgement_mode="explicit") as c:
+            c.subscribe(["resume"])
+            first = []
+            deadline = time.monotonic() + 20
+            while not first and time.monotonic() < deadline:
+                first = c.poll(0.2)
+            assert [r.value for r in first] == [b"a0"]
+            c.acknowledge(first[0], "accept")
+            c.commit_sync()
+            second = []
+            deadline = time.monotonic() + 20
+            while not second and time.monotonic() < deadline:
+                second = c.poll(0.2)
+            assert [r.value for r in second] == [b"a1"]
+            c.acknowledge(second[0], "release")  # back in flight, available, ahead of a2..a4
+            c.commit_sync()
+    with Broker(data_dir=data, config=CONFIG) as b:
+        bs = b.bootstrap_servers
+        got: list[tuple[bytes, float]] = []
+        with (
+            ShareConsumer(bs, "resumed", share_acknowledgement_mode="explicit") as x,
+            ShareConsumer(bs, "resumed", share_acknowledgement_mode="explicit") as y,
+        ):
+            x.subscribe(["resume"])
+            y.subscribe(["resume"])
+            deadline = time.monotonic() + 40
+            while len(got) < 5 and time.monotonic() < deadline:
+                for c in (x, y):
+                    recs = c.poll(0.1)
+                    keyed = [r for r in recs if r.key == b"a"]
+                    assert len(keyed) <= 1, f"two records of key a at once: {[r.value for r in keyed]}"
+                    for r in recs:
+                        got.append((r.value, time.time()))
+                        c.acknowledge(r, "accept")
+                    c.commit_sync()
+        values = [v for v, _t in got]
+        assert [v for v in values if v.startswith(b"a")] == [b"a1", b"a2", b"a3", b"a4"], values
+        at = dict(got).get(b"later")
+        assert at is not None and at * 1000 >= due, f"the delayed record came {(due - (at or 0) * 1000):.0f} ms early"

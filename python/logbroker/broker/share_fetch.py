@@ -479,8 +479,11 @@ class ShareFetchManager:
         sp.needs_facts = False
 
     def _acquire_one(
-        self, sp: SharePartition, part, member_id: str, now: float, max_records: int, max_bytes: int
+        self, sp: SharePartition, part, member_id: str, now: float, max_records: int, max_bytes: int, limit: int
     ) -> tuple[bytes | None, list[tuple[int, int, int]]]:
+        """Reads up to `max_records` offsets' batches and acquires up to `limit` records of them
+        (below max_records in key order: a fetch's share of the keys; the rest of what was read
+        still comes in flight, so the keys behind are seen)."""
         lg = part.log
         sp.move_start(lg.log_start_offset)
         if sp.needs_facts:
@@ -510,7 +513,7 @@ class ShareFetchManager:
         data, end = got
         # keys and not-before times of offsets new to the in-flight window (read in Rust)
         facts = _core.share_record_facts(data, DELIVER_AT_HEADER) if end > sp.end_offset else None
-        acquired = sp.acquire(member_id, first, min(end, bound), now, max_records, wall, facts)
+        acquired = sp.acquire(member_id, first, min(end, bound), now, limit, wall, facts)
         return (data, acquired) if acquired else (None, [])
 
     def acquire(
@@ -528,8 +531,18 @@ class ShareFetchManager:
             sp = self.share_partition(session.group_id, topic, part)
             if sp is None:  # not loaded (its load failed, or its leader changed since)
                 continue
+            limit = max_records
+            if sp.key_order and sp.keys:
+                # a key's records go one at a time: a member taking the head of every key would
+                # leave the others idle, so each fetch takes its share of the keys in flight
+                members = sum(
+                    1
+                    for s in self.sessions.values()
+                    if s.group_id == session.group_id and (topic_id, index) in s.partitions
+                )
+                limit = min(max_records, max(1, -(-len(sp.keys) // max(1, members))))
             try:
-                data, acquired = self._acquire_one(sp, part, session.member_id, now, max_records, max_bytes)
+                data, acquired = self._acquire_one(sp, part, session.member_id, now, max_records, max_bytes, limit)
             except Exception as e:  # noqa: BLE001 - a log error on one partition must not fail the others
                 log.warning(
                     "share group %r: reading %s at offset %d failed: %s",

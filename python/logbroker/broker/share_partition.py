@@ -281,7 +281,9 @@ class SharePartition:
         if facts is not None:
             new_facts = {o: (k, nb) for o, k, nb in zip(*facts) if o >= self.end_offset}
         off = max(first, self.start_offset)
-        while off < end and taken < max_records:
+        while off < end:
+            if taken >= max_records and (not self.key_order or off < self.end_offset):
+                break  # in key order the new offsets read still come in flight (their keys known)
             rec = self.records.get(off)
             if rec is None:
                 if off != self.end_offset or not self.can_acquire_new():
@@ -291,7 +293,7 @@ class SharePartition:
                 self.end_offset = off + 1
                 if self.key_order and key is not None:
                     self.keys.setdefault(key, deque()).append(off)
-            if self.ready(off, rec, now, wall_ms):
+            if taken < max_records and self.ready(off, rec, now, wall_ms):
                 rec.state, rec.member_id, rec.deadline = RecordState.ACQUIRED, member_id, deadline
                 rec.delivery_count += 1
                 taken += 1
