@@ -34,11 +34,12 @@ def produce_request(topic: str, partition: int, records: bytes, acks: int = 1):
     )
 
 
-def create_topic(client: RawClient, name: str, partitions: int = 1) -> int:
+def create_topic(client: RawClient, name: str, partitions: int = 1, configs: dict[str, str] | None = None) -> int:
+    topic_configs = [CreateTopics.CreatableTopicConfig(name=k, value=v) for k, v in (configs or {}).items()]
     req = CreateTopics(
         topics=[
             CreateTopics.CreatableTopic(
-                name=name, num_partitions=partitions, replication_factor=1, assignments=[], configs=[]
+                name=name, num_partitions=partitions, replication_factor=1, assignments=[], configs=topic_configs
             )
         ],
         timeout_ms=5000,

@@ -55,7 +55,7 @@ def test_levels_are_finalized_in_the_log_and_updated_by_update_features(tmp_path
             "metadata.version": METADATA_VERSION_LATEST,
             "transaction.version": 2,
             "group.version": 1,
-            "share.version": 1,
+            "share.version": 2,
             "streams.version": 1,
             "eligible.leader.replicas.version": 1,
         }

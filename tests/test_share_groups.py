@@ -10,6 +10,7 @@ import uuid
 
 import pytest
 from confluent_kafka import Producer
+from polling import wait_until
 from rawclient import RawClient
 from test_bad_input import create_topic
 
@@ -355,47 +356,88 @@ def test_renew_needs_v2_and_a_renew_only_fetch_takes_nothing(share_broker):
 
 
 def test_rejected_records_go_to_the_groups_dead_letter_topic(share_broker):
+    """KIP-1191: a rejected record is written to the group's dead-letter topic with Kafka's
+    __dlq.errors.* headers, its key and value only with errors.deadletterqueue.copy.record.enable;
+    a topic without the prefix, or without errors.deadletterqueue.group.enable=true, gets nothing;
+    a missing one is created with errors.deadletterqueue.auto.create.topics.enable."""
     from test_group_configs import alter as alter_group
 
     bs = share_broker.bootstrap_servers
+    dlq_on = {"errors.deadletterqueue.group.enable": "true"}
     with RawClient(bs) as c:
         assert create_topic(c, "q8", 1) == 0
-        assert create_topic(c, "dlq.q8", 2) == 0
-        assert create_topic(c, "not-a-dlq", 1) == 0
+        assert create_topic(c, "dlq.q8", 2, configs=dlq_on) == 0
+        assert create_topic(c, "not-a-dlq", 1, configs=dlq_on) == 0
+        assert create_topic(c, "dlq.not-enabled", 1) == 0
         tid = topic_id(c, "q8")
-        assert alter_group(c, "sg8", {"errors.deadletterqueue.topic.name": "dlq.q8"}).error_code == 0
-        assert alter_group(c, "sg9", {"errors.deadletterqueue.topic.name": "not-a-dlq"}).error_code == 0
-        heartbeat(c, "sg8", "m", 0, ["q8"])
-        heartbeat(c, "sg9", "m", 0, ["q8"])
+        groups = {
+            "sg8": {"errors.deadletterqueue.topic.name": "dlq.q8", "errors.deadletterqueue.copy.record.enable": "true"},
+            "sg8b": {"errors.deadletterqueue.topic.name": "dlq.q8"},
+            "sg9": {"errors.deadletterqueue.topic.name": "not-a-dlq"},
+            "sg9b": {"errors.deadletterqueue.topic.name": "dlq.not-enabled"},
+            "sg9c": {"errors.deadletterqueue.topic.name": "dlq.created"},
+        }
+        for g, configs in groups.items():
+            assert alter_group(c, g, configs).error_code == 0
+            heartbeat(c, g, "m", 0, ["q8"])
+        r = alter_group(c, "sg0", {"errors.deadletterqueue.topic.name": "__consumer_offsets"})
+        assert r.error_code == ErrorCode.INVALID_CONFIG and "must not start with '__'" in r.error_message
     p = Producer({"bootstrap.servers": bs})
     p.produce("q8", b"bad", key=b"k", partition=0, headers=[("h", b"1")])
     p.produce("q8", b"good", partition=0)
     assert p.flush(10) == 0
-    with RawClient(bs) as c:
-        assert acquired(fetch(c, "sg8", "m", 0, [(tid, 0)]))[0] == [(0, 1, 1)]
-        r = fetch(c, "sg8", "m", 1, [], acks={(tid, 0): [(0, 1, [3, 1])]})
-        assert r.responses[0].partitions[0].acknowledge_error_code == 0
-        # a dead-letter topic without the prefix is refused: nothing is written to it
-        assert acquired(fetch(c, "sg9", "m", 0, [(tid, 0)]))[0] == [(0, 1, 1)]
-        fetch(c, "sg9", "m", 1, [], acks={(tid, 0): [(0, 1, [3])]})
     writer = share_broker.server.share_fetch.dead_letters
-    deadline = time.monotonic() + 10
-    while writer.written < 1 and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert writer.written == 1
+
+    def reject_first(group: str) -> None:
+        with RawClient(bs) as c:
+            assert acquired(fetch(c, group, "m", 0, [(tid, 0)]))[0] == [(0, 1, 1)]
+            r = fetch(c, group, "m", 1, [], acks={(tid, 0): [(0, 1, [3, 1])]})
+            assert r.responses[0].partitions[0].acknowledge_error_code == 0
+
+    def wait_written(n: int) -> None:
+        deadline = time.monotonic() + 10
+        while writer.written < n and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert writer.written == n
+
+    reject_first("sg8")
+    wait_written(1)
+    reject_first("sg8b")
+    wait_written(2)
     lg = share_broker.server.replicas.get("dlq.q8", 0).log  # source partition 0 mod 2 partitions
-    [dead] = decode_records("dlq.q8", 0, lg.read_batches(0, 1 << 20)[0], 0).take()
-    assert (dead.key, dead.value) == (b"k", b"bad")
-    assert dict(dead.headers) == {
-        "h": b"1",
-        "dlt.source.topic": b"q8",
-        "dlt.source.partition": b"0",
-        "dlt.source.offset": b"0",
-        "dlt.group": b"sg8",
-        "dlt.attempts": b"1",
-        "dlt.error": b"rejected by member m",
+    copied, bare = decode_records("dlq.q8", 0, lg.read_batches(0, 1 << 20)[0], 0).take()
+    expected = {
+        "__dlq.errors.topic": b"q8",
+        "__dlq.errors.partition": b"0",
+        "__dlq.errors.offset": b"0",
+        "__dlq.errors.delivery.count": b"1",
+        "__dlq.errors.message": b"Offset rejected by client.",
     }
+    assert (copied.key, copied.value) == (b"k", b"bad")  # the original headers are never copied
+    assert dict(copied.headers) == {**expected, "__dlq.errors.group": b"sg8"}
+    assert (bare.key, bare.value) == (None, None)
+    assert dict(bare.headers) == {**expected, "__dlq.errors.group": b"sg8b"}
+    # refused topics get nothing; a missing one is not created while auto-create is off
+    for g in ("sg9", "sg9b", "sg9c"):
+        reject_first(g)
+    time.sleep(0.5)
+    assert writer.written == 2
     assert share_broker.server.replicas.get("not-a-dlq", 0).log.log_end_offset == 0
+    assert share_broker.server.replicas.get("dlq.not-enabled", 0).log.log_end_offset == 0
+    assert "dlq.created" not in share_broker.server.controller.image.topics
+    # with auto-create on (a dynamic broker key), the next dead letter creates it
+    with RawClient(bs) as c:
+        assert alter_group(c, "sg9d", {"errors.deadletterqueue.topic.name": "dlq.created"}).error_code == 0
+        heartbeat(c, "sg9d", "m", 0, ["q8"])
+    from logbroker import Admin
+
+    with Admin(bs) as a:
+        a.alter_configs({("broker", ""): {"errors.deadletterqueue.auto.create.topics.enable": "true"}})
+    wait_until(lambda: share_broker.server.config.get_bool("errors.deadletterqueue.auto.create.topics.enable"))
+    reject_first("sg9d")
+    wait_written(3)
+    created = share_broker.server.controller.image.topics["dlq.created"]
+    assert created.configs.get("errors.deadletterqueue.group.enable") == "true"
 
 
 def test_share_sessions_are_bounded_and_idle_ones_dropped(tmp_path):

@@ -177,9 +177,14 @@ def test_released_records_come_back_until_the_delivery_limit_then_go_to_the_dead
     bs = share_broker.bootstrap_servers
     setup_topic(bs, "poison", 5)
     admin = AdminClient({"bootstrap.servers": bs})
-    admin.create_topics([NewTopic("dlq.poison", 1, 1)])["dlq.poison"].result(10)
+    dlq = NewTopic("dlq.poison", 1, 1, config={"errors.deadletterqueue.group.enable": "true"})
+    admin.create_topics([dlq])["dlq.poison"].result(10)
     with RawClient(bs) as c:
-        assert alter_group(c, "jp", {"errors.deadletterqueue.topic.name": "dlq.poison"}).error_code == 0
+        configs = {
+            "errors.deadletterqueue.topic.name": "dlq.poison",
+            "errors.deadletterqueue.copy.record.enable": "true",
+        }
+        assert alter_group(c, "jp", configs).error_code == 0
     seen = Worker(kafka_tools, bs, "jp", "poison", "release", 5000).wait()
     counts: dict[str, list[int]] = {}
     for _, _, v, count in seen:
@@ -195,12 +200,12 @@ def test_released_records_come_back_until_the_delivery_limit_then_go_to_the_dead
     for i, m in enumerate(dead):
         h = {k: v.decode() for k, v in m.headers()}
         assert h == {
-            "dlt.source.topic": "poison",
-            "dlt.source.partition": "0",
-            "dlt.source.offset": str(i),
-            "dlt.group": "jp",
-            "dlt.attempts": "3",
-            "dlt.error": "delivery count limit 3 reached",
+            "__dlq.errors.topic": "poison",
+            "__dlq.errors.partition": "0",
+            "__dlq.errors.offset": str(i),
+            "__dlq.errors.group": "jp",
+            "__dlq.errors.delivery.count": "3",
+            "__dlq.errors.message": "Offset delivery count exceeded the threshold.",
         }, h
 
 

@@ -187,6 +187,7 @@ pub const ENGINE_DEFAULTS: &[(&str, &str)] = &[
 
 /// The broker's other topic-level keys: accepted by the engine, not read by it.
 pub const OTHER_TOPIC_KEYS: &[&str] = &[
+    "errors.deadletterqueue.group.enable",
     "iceberg.invalid.record.action",
     "iceberg.mode",
     "iceberg.partition.spec",

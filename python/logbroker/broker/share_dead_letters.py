@@ -1,32 +1,47 @@
-"""Dead-letter topics for share groups: records a share group gives up on — archived at the
-delivery count limit, or rejected by a consumer — are copied to the group's dead-letter
-topic, as KIP-1191 describes.
+"""Dead-letter topics for share groups (KIP-1191, Kafka's names and record shape): records a
+share group gives up on — rejected by a consumer, or at the delivery count limit when they
+come back (released, lock run out, member gone) — are written to the group's dead-letter
+topic, with the finalized feature share.version at 2 or more.
 
-Configuration: the group config `errors.deadletterqueue.topic.name` (default: the broker key
-`group.share.errors.deadletterqueue.topic.name`, empty = no dead letters) names the topic;
-it must exist and start with `errors.deadletterqueue.topic.name.prefix` (`dlq.` by default),
-so a consumer cannot make the broker write into an arbitrary topic.
+Configuration (Kafka's keys):
+    errors.deadletterqueue.topic.name          group config (default: the broker key
+                                               group.share.errors.deadletterqueue.topic.name,
+                                               empty = none); never a name starting with __
+    errors.deadletterqueue.copy.record.enable  group config: copy the record's key and value
+    errors.deadletterqueue.topic.name.prefix   broker, dynamic (dlq.): the name must start so
+    errors.deadletterqueue.auto.create.topics.enable
+                                               broker, dynamic (false): create a missing topic
+                                               (broker defaults for partitions and replication,
+                                               errors.deadletterqueue.group.enable=true,
+                                               message.timestamp.type=CreateTime)
+    errors.deadletterqueue.group.enable        topic config: an existing topic must have it
 
-Each copy keeps the record's key, value, headers and timestamp and adds headers naming where
-it came from (the same names our client's DeadLetters uses):
+A topic that fails these checks gets nothing: the dead letters are dropped and logged (the
+records stay archived), as Kafka does.
 
-    dlt.source.topic, dlt.source.partition, dlt.source.offset   the original record
-    dlt.group                                                   the share group
-    dlt.attempts                                                its delivery count
-    dlt.error                                                   why it was given up on
+Each dead letter is one record, timestamped when written, uncompressed, with headers (UTF-8):
 
-It goes to partition (source partition mod the dead-letter topic's partition count) through
-that partition's leader, as a Produce with acks=all over the broker-to-broker channel (to
-this broker too: one path). The copy happens in the background, after the record is already
-archived; a failed write is retried with back-off up to `ATTEMPTS` times, then logged as an
-error naming every record left out. Record bytes are read, decoded and encoded by the Rust
-log and codec (`Log.read_batches`, `decode_records`, `encode_batch`); Python handles the
-record objects of dead letters only.
+    __dlq.errors.topic, __dlq.errors.partition, __dlq.errors.offset   the original record
+    __dlq.errors.group                                                the share group
+    __dlq.errors.delivery.count                                       its delivery count
+    __dlq.errors.message                  "Offset rejected by client." or
+                                          "Offset delivery count exceeded the threshold."
+
+and, with copy.record.enable, the original key and value (never its headers); else a null
+key and value. It goes to partition (source partition mod the dead-letter topic's partition
+count) through that partition's leader, as a Produce with acks=all over the broker-to-broker
+channel (to this broker too: one path). The copy happens in the background, after the record
+is archived; a failed write is retried with back-off up to `ATTEMPTS` times, then logged as an
+error naming every record left out. (Kafka persists an ARCHIVING state first, so a leader
+that dies between the two still writes the dead letter; here such dead letters are lost.)
+Record bytes are read, decoded and encoded by the Rust log and codec (`Log.read_batches`,
+`decode_records`, `encode_batch`); Python handles the record objects of dead letters only.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,6 +49,9 @@ import trio
 
 from logbroker import _core
 from logbroker.coord.broker_channel import BrokerChannel, BrokerUnreachable
+from logbroker.coord.metadata.control import ControllerError
+from logbroker.coord.metadata.feature_control import finalized
+from logbroker.coord.metadata.replication_control import NewTopicSpec
 from logbroker.coord.peer_security import inter_broker_security
 from logbroker.log_format import fields
 from logbroker.protocol import REQUESTS, ErrorCode
@@ -41,6 +59,8 @@ from logbroker.protocol import REQUESTS, ErrorCode
 log = logging.getLogger("logbroker.share")
 
 DLQ_TOPIC_KEY = "errors.deadletterqueue.topic.name"
+COPY_RECORD_KEY = "errors.deadletterqueue.copy.record.enable"
+GROUP_ENABLE_KEY = "errors.deadletterqueue.group.enable"
 ATTEMPTS = 5
 PRODUCE_VERSION = 9
 
@@ -53,6 +73,7 @@ class DeadLetters:
     dlq_topic: str
     log: _core.Log  # the source partition's
     entries: list[tuple[int, int, str]]  # (offset, delivery count, reason)
+    copy_record: bool = False
     attempts: int = 0
 
 
@@ -60,7 +81,6 @@ class DeadLetterWriter:
     def __init__(self, config, controller, node_id: int) -> None:
         self.config = config
         self.controller = controller
-        self.prefix = config.get_str("errors.deadletterqueue.topic.name.prefix")
         self.channel = BrokerChannel(node_id, inter_broker_security(config))
         self.pending: list[DeadLetters] = []
         self.written = 0  # records copied, for tests and logs
@@ -71,29 +91,39 @@ class DeadLetterWriter:
         name = self.config.group_value(overrides, DLQ_TOPIC_KEY)
         return name or None
 
+    def enabled(self) -> bool:
+        """share.version 2 or more is finalized (KIP-1191's gate)."""
+        return finalized(self.controller.image, self.config).get("share.version", 0) >= 2
+
     def submit(self, group_id: str, topic: str, partition: int, lg, entries: list[tuple[int, int, str]]) -> None:
-        """Queue records the group gave up on; dropped (logged) without a usable dead-letter topic."""
+        """Queue records the group gave up on; nothing without a dead-letter topic or below
+        share.version 2."""
         if not entries:
             return
         dlq = self.topic_for(group_id)
-        if dlq is None:
+        if dlq is None or not self.enabled():
             return
-        if not dlq.startswith(self.prefix):
-            log.warning(
-                "share group %r: dead-letter topic %r does not start with errors.deadletterqueue.topic.name."
-                "prefix=%r; %d record(s) of %s-%d not copied (offsets %s)",
-                group_id,
-                dlq,
-                self.prefix,
-                len(entries),
-                topic,
-                partition,
-                [e[0] for e in entries],
-                extra=fields(group=group_id, topic=topic, partition=partition),
-            )
-            return
-        self.pending.append(DeadLetters(group_id, topic, partition, dlq, lg, list(entries)))
+        copy = bool(self.config.group_value(self.controller.image.group_configs.get(group_id, {}), COPY_RECORD_KEY))
+        self.pending.append(DeadLetters(group_id, topic, partition, dlq, lg, list(entries), copy))
         self._wake.set()
+
+    def _refusal(self, item: DeadLetters) -> str | None:
+        """Why `item`'s dead-letter topic may not take it (Kafka's checks), or None; a topic
+        to create is created here first."""
+        prefix = self.config.get_str("errors.deadletterqueue.topic.name.prefix")
+        if prefix and not item.dlq_topic.startswith(prefix):
+            return f"does not start with errors.deadletterqueue.topic.name.prefix={prefix!r}"
+        if item.dlq_topic.startswith("__"):
+            return "starts with __ (an internal topic)"
+        t = self.controller.image.topics.get(item.dlq_topic)
+        if t is None:
+            if not self.config.get_bool("errors.deadletterqueue.auto.create.topics.enable"):
+                return "does not exist and errors.deadletterqueue.auto.create.topics.enable is false"
+            return None
+        enable = t.configs.get(GROUP_ENABLE_KEY, self.config.get_str(GROUP_ENABLE_KEY))
+        if str(enable).lower() != "true":
+            return f"does not have {GROUP_ENABLE_KEY}=true"
+        return None
 
     async def run(self, *, task_status: trio.TaskStatus = trio.TASK_STATUS_IGNORED) -> None:
         task_status.started()
@@ -104,6 +134,20 @@ class DeadLetterWriter:
                 work, self.pending = self.pending, []
                 retry = []
                 for item in work:
+                    refusal = self._refusal(item)
+                    if refusal is not None:
+                        log.warning(
+                            "share group %r: dead-letter topic %r %s; %d record(s) of %s-%d not written (offsets %s)",
+                            item.group_id,
+                            item.dlq_topic,
+                            refusal,
+                            len(item.entries),
+                            item.topic,
+                            item.partition,
+                            [e[0] for e in item.entries],
+                            extra=fields(group=item.group_id, topic=item.topic, partition=item.partition),
+                        )
+                        continue
                     try:
                         await self._write(item)
                     except (DeadLetterError, BrokerUnreachable, _core.LogBrokerError, OSError) as e:
@@ -142,8 +186,28 @@ class DeadLetterWriter:
             with trio.CancelScope(shield=True):
                 await self.channel.aclose()
 
+    async def _create(self, name: str) -> None:
+        """Auto-creates a dead-letter topic (errors.deadletterqueue.auto.create.topics.enable)."""
+        spec = NewTopicSpec(
+            name=name,
+            num_partitions=-1,
+            replication_factor=-1,
+            configs={GROUP_ENABLE_KEY: "true", "message.timestamp.type": "CreateTime"},
+        )
+        try:
+            results = await self.controller.create_topics([spec])
+        except ControllerError as e:
+            raise DeadLetterError(f"creating dead-letter topic {name!r}: {e.message}") from None
+        r = results[0]
+        if isinstance(r, ControllerError) and r.code != ErrorCode.TOPIC_ALREADY_EXISTS:
+            raise DeadLetterError(f"creating dead-letter topic {name!r}: {r.message}")
+        log.info("dead-letter topic %s created (errors.deadletterqueue.auto.create.topics.enable)", name)
+
     async def _write(self, item: DeadLetters) -> None:
         image = self.controller.image
+        if item.dlq_topic not in image.topics:
+            await self._create(item.dlq_topic)
+            raise DeadLetterError(f"dead-letter topic {item.dlq_topic!r} created; writing next")
         t = image.topics.get(item.dlq_topic)
         if t is None or not t.partitions:
             raise DeadLetterError(f"dead-letter topic {item.dlq_topic!r} does not exist")
@@ -187,37 +251,36 @@ class DeadLetterWriter:
         )
 
     def _batch(self, item: DeadLetters) -> bytes | None:
-        """The dead-letter batch (in a worker thread: reads the log)."""
-        wanted = {off: (count, reason) for off, count, reason in item.entries}
+        """The dead-letter batch (in a worker thread: reads the log for copy.record.enable)."""
         found = {}
-        hw = item.log.high_watermark
-        pos = min(wanted)
-        last = max(wanted)
-        while pos <= last and pos < hw:
-            got = item.log.read_batches(pos, 1 << 20, hw)
-            if got is None:
-                break
-            data, end = got
-            for r in _core.decode_records(item.topic, item.partition, data, pos).take():
-                if r.offset in wanted:
-                    found[r.offset] = r
-            pos = end
+        if item.copy_record:
+            wanted = {off for off, _count, _reason in item.entries}
+            hw = item.log.high_watermark
+            pos, last = min(wanted), max(wanted)
+            while pos <= last and pos < hw:
+                got = item.log.read_batches(pos, 1 << 20, hw)
+                if got is None:
+                    break
+                data, end = got
+                for r in _core.decode_records(item.topic, item.partition, data, pos).take():
+                    if r.offset in wanted:
+                        found[r.offset] = (r.key, r.value)
+                pos = end
         records = []
-        for off in sorted(found):
-            r = found[off]
-            count, reason = wanted[off]
-            headers = [(k.encode(), v) for k, v in r.headers] + [
-                (b"dlt.source.topic", item.topic.encode()),
-                (b"dlt.source.partition", str(item.partition).encode()),
-                (b"dlt.source.offset", str(off).encode()),
-                (b"dlt.group", item.group_id.encode()),
-                (b"dlt.attempts", str(count).encode()),
-                (b"dlt.error", reason.encode()),
+        for off, count, reason in sorted(item.entries):
+            key, value = found.get(off, (None, None))
+            headers = [
+                (b"__dlq.errors.topic", item.topic.encode()),
+                (b"__dlq.errors.partition", str(item.partition).encode()),
+                (b"__dlq.errors.offset", str(off).encode()),
+                (b"__dlq.errors.group", item.group_id.encode()),
+                (b"__dlq.errors.delivery.count", str(count).encode()),
+                (b"__dlq.errors.message", reason.encode()),
             ]
-            records.append((r.key, r.value, r.timestamp - found[min(found)].timestamp, headers))
+            records.append((key, value, 0, headers))
         if not records:
             return None
-        return _core.encode_batch(records, base_timestamp=found[min(found)].timestamp)
+        return _core.encode_batch(records, base_timestamp=int(time.time() * 1000))
 
 
 class DeadLetterError(Exception):

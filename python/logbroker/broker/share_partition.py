@@ -79,6 +79,9 @@ class AcknowledgeType(enum.IntEnum):
 
 
 DONE = (RecordState.ACKNOWLEDGED, RecordState.ARCHIVED)
+# why a record was given up on: Kafka's dead-letter messages (KIP-1191, __dlq.errors.message)
+REJECTED = "Offset rejected by client."
+EXCEEDED = "Offset delivery count exceeded the threshold."
 
 
 @dataclass
@@ -352,7 +355,7 @@ class SharePartition:
             elif kind == AcknowledgeType.REJECT:
                 rec.state = RecordState.ARCHIVED
                 self._key_done(off, rec)
-                self.dead_letters.append((off, rec.delivery_count, f"rejected by member {member_id}"))
+                self.dead_letters.append((off, rec.delivery_count, REJECTED))
             elif kind == AcknowledgeType.GAP:
                 rec.state = RecordState.ARCHIVED
                 self._key_done(off, rec)
@@ -405,9 +408,7 @@ class SharePartition:
         if rec.delivery_count >= self.delivery_count_limit:
             rec.state = RecordState.ARCHIVED
             self._key_done(off, rec)
-            self.dead_letters.append(
-                (off, rec.delivery_count, f"delivery count limit {self.delivery_count_limit} reached")
-            )
+            self.dead_letters.append((off, rec.delivery_count, EXCEEDED))
         else:
             rec.state = RecordState.AVAILABLE
 

@@ -1251,7 +1251,13 @@ def validate_topic_config(configs: dict[str, str | None]) -> dict[str, str]:
 
 def validate_group_config(configs: dict[str, str | None]) -> dict[str, str]:
     """Check group-level overrides; raise ConfigError naming the bad key/value."""
-    return _validate("group", GROUP_KEYS, configs)
+    out = _validate("group", GROUP_KEYS, configs)
+    dlq = out.get("errors.deadletterqueue.topic.name", "")
+    if dlq.startswith("__"):  # KIP-1191: never an internal topic
+        raise ConfigError(
+            f"errors.deadletterqueue.topic.name={dlq!r}: a dead-letter topic name must not start with '__'"
+        )
+    return out
 
 
 def _validate(

@@ -11,13 +11,15 @@ group.version 1, kraft.version 1, eligible.leader.replicas.version 1, share.vers
     kraft.version                    0 .. 0    a static quorum (KIP-853's dynamic quorum is level 1)
     transaction.version              0 .. 2    2: transactions v2 (KIP-890) offered to clients
     group.version                    0 .. 1    1: the consumer group protocol (KIP-848) is served
-    share.version                    0 .. 1    1: share groups (KIP-932) are served
+    share.version                    0 .. 2    1: share groups (KIP-932) are served; 2: and their
+                                               dead-letter topics (KIP-1191) are written
     streams.version                  0 .. 1    1: streams groups (KIP-1071) are served (Kafka 4.2+)
     eligible.leader.replicas.version 0 .. 1    1: eligible leader replicas (KIP-966, eligible_leaders.py)
 
 A new metadata log gets its levels from the active controller (`bootstrap`):
 metadata.version 27, transaction.version from the `transaction.version` key, group.version
-1, share.version 1 when `group.share.enable` (else 0), eligible.leader.replicas.version 1
+1, share.version 2 when `group.share.enable` (else 0; Kafka trunk's default for new clusters),
+eligible.leader.replicas.version 1
 (Kafka 4.1's default for new clusters), streams.version 1 (Kafka 4.2+'s default for new
 clusters), kraft.version 0; a log written before features
 existed gets them the same way. A log that finalized eligible.leader.replicas.version 0
@@ -51,7 +53,7 @@ SUPPORTED: dict[str, tuple[int, int]] = {
     "kraft.version": (0, 0),
     "transaction.version": (0, 2),
     "group.version": (0, 1),
-    "share.version": (0, 1),
+    "share.version": (0, 2),
     "streams.version": (0, 1),
     "eligible.leader.replicas.version": (0, 1),
 }
@@ -69,7 +71,7 @@ def bootstrap_levels(config: BrokerConfig) -> dict[str, int]:
         "kraft.version": 0,
         "transaction.version": config.get_int("transaction.version"),
         "group.version": 1,
-        "share.version": 1 if config.get_bool("group.share.enable") else 0,
+        "share.version": 2 if config.get_bool("group.share.enable") else 0,
         "streams.version": 1,
         "eligible.leader.replicas.version": 1,
     }
