@@ -87,12 +87,17 @@ def setup_topic(bs: str, topic: str, n: int, partitions: int = 1) -> None:
 class Worker:
     """One ShareWorker process; `lines` fills as it prints (partition, offset, value, delivery count)."""
 
-    def __init__(self, tools, bs: str, group: str, topic: str, mode: str, idle_ms: int, process_ms: int = 0) -> None:
-        cmd = tools.tools_java(WORKER, [bs, group, topic, mode, str(idle_ms), str(process_ms)], heap="-Xmx256m")
+    def __init__(
+        self, tools, bs: str, group: str, topic: str, mode: str, idle_ms: int, process_ms: int = 0, timed: bool = False
+    ) -> None:
+        args = [bs, group, topic, mode, str(idle_ms), str(process_ms)] + (["timed"] if timed else [])
+        cmd = tools.tools_java(WORKER, args, heap="-Xmx256m")
         self.stderr = tempfile.TemporaryFile("w+")
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=self.stderr, text=True)
         self.records: list[tuple[int, int, str, int]] = []
         self.unparsed: list[str] = []  # stdout lines that are not a record (shown on failure)
+        self.lines_with_times: list[str] = []  # a timed worker's record lines
+        self.commits: list[str] = []  # a timed worker's "commit <ms> <offsets>" lines
         self.holding = threading.Event()
         self.reader = threading.Thread(target=self._read, daemon=True)
         self.reader.start()
@@ -104,9 +109,14 @@ class Worker:
                 if line.strip() == "holding":
                     self.holding.set()
                     continue
+                if line.startswith("commit "):
+                    self.commits.append(line)
+                    continue
                 try:
-                    part, off, value, count = line.split()
+                    part, off, value, count, *received = line.split()
                     self.records.append((int(part), int(off), value, int(count)))
+                    if received:
+                        self.lines_with_times.append(line)
                 except ValueError:
                     self.unparsed.append(line)
         except (OSError, ValueError) as e:  # the pipe closed under us: reported by wait()
@@ -154,6 +164,55 @@ def test_three_consumers_share_one_partition_and_accept_each_record_once(share_b
         timeout=10,
         what="every record acknowledged, and written",
     )
+
+
+def test_java_consumers_in_a_key_ordered_group_keep_each_key_in_order(share_broker, kafka_tools):
+    """Kafka's KafkaShareConsumer, unchanged, in a group with share.delivery.order=key (issue
+    48): three of them over one partition of 240 records on 8 keys; every record of a key is
+    received only after the worker holding the key's previous record started acknowledging
+    it, and every record is accepted once."""
+    bs = share_broker.bootstrap_servers
+    admin = AdminClient({"bootstrap.servers": bs})
+    admin.create_topics([NewTopic("keyed", 1, 1)])["keyed"].result(10)
+    with RawClient(bs) as c:
+        assert alter_group(c, "jk", {"share.delivery.order": "key"}).error_code == 0
+    keys = {i: f"k{i % 8}" for i in range(240)}
+    p = Producer({"bootstrap.servers": bs, "linger.ms": 5})
+    for i in range(240):
+        p.produce("keyed", str(i).encode(), key=keys[i].encode(), partition=0)
+    assert p.flush(10) == 0
+    workers = [Worker(kafka_tools, bs, "jk", "keyed", "accept", 4000, 2, timed=True) for _ in range(3)]
+    received: dict[int, list[int]] = {}  # offset -> receive times (ms)
+    commit_started: dict[int, int] = {}  # offset -> when its acknowledgement was sent (ms)
+    per_worker = []
+    for w in workers:
+        w.wait()
+        per_worker.append(len(w.records))
+        for line in w.commits:
+            _commit, at, offsets = line.split()
+            for off in offsets.split(","):
+                commit_started.setdefault(int(off), int(at))
+    for w in workers:
+        for _part, off, _value, _count in w.records:
+            received.setdefault(off, [])
+    # receive times come from the record lines' last field
+    for w in workers:
+        for line in w.lines_with_times:
+            _part, off, _value, _count, at = line.split()
+            received[int(off)].append(int(at))
+    assert sorted(received) == list(range(240)), f"{len(received)} of 240 offsets received"
+    assert all(len(times) == 1 for times in received.values()), "a record was delivered twice"
+    violations = []
+    for j in range(240):
+        for i in range(j - 1, -1, -1):
+            if keys[i] == keys[j]:
+                if received[j][0] < commit_started[i]:
+                    violations.append(
+                        f"{j} ({keys[j]}) received at {received[j][0]}, {i} acknowledged at {commit_started[i]}"
+                    )
+                break
+    assert not violations, violations[:10]
+    assert sum(1 for n in per_worker if n) >= 2, f"one worker did all the work: {per_worker}"
 
 
 def test_records_held_by_a_killed_consumer_are_redelivered(share_broker, kafka_tools):
