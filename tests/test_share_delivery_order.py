@@ -91,12 +91,12 @@ def run_history(seed: int, key_order: bool, n: int = 300) -> tuple[SharePartitio
             )[0]
             delay = rng.choice([None, None, 0, 800]) if kind == AcknowledgeType.RELEASE else None
             count = sp.records[o].delivery_count
-            sp.acknowledge(member, o, o, [int(kind)], now, delay)
+            sp.acknowledge(member, o, o, [int(kind)], now, delay, wall)
             held[member].remove(o)
             if kind == AcknowledgeType.ACCEPT:
                 h.accepted.append(o)
             elif kind == AcknowledgeType.RELEASE and count < LIMIT:
-                backoff_until[o] = now + (delay / 1000 if delay is not None else min(4.0, 0.5 * 2 ** (count - 1)))
+                backoff_until[o] = wall + (delay if delay is not None else int(1000 * min(4.0, 0.5 * 2 ** (count - 1))))
     # drain: every member accepts whatever it gets until nothing is left in flight
     hw = n
     for _ in range(20000):
@@ -129,8 +129,8 @@ def check_acquisition(sp, h: History, o: int, now: float, wall: int, key_order: 
     nb = h.not_before[o]
     if nb >= 0 and wall < nb:
         out.append(f"offset {o} acquired at wall {wall} before its time {nb}")
-    if backoff_until.get(o, 0) > now + 1e-9:
-        out.append(f"offset {o} acquired at {now:.3f} during its back-off (until {backoff_until[o]:.3f})")
+    if backoff_until.get(o, 0) > wall:
+        out.append(f"offset {o} acquired at wall {wall} during its back-off (until {backoff_until[o]})")
     if sp.records[o].delivery_count > LIMIT:
         out.append(f"offset {o} delivered {sp.records[o].delivery_count} times, limit {LIMIT}")
     key = h.keys[o]

@@ -218,8 +218,8 @@ def test_record_limit_acquires_no_more_than_max_poll_records(broker):
 
 def test_key_order_and_delivery_times_hold_across_a_restart(tmp_path):
     """In-flight records read back after a restart have their keys and times read again from
-    the log: the next record of a key still waits for the earlier one, and a delayed record
-    still waits for its time."""
+    the log: the next record of a key still waits for the earlier one, a delayed record still
+    waits for its time, and a released record for its back-off (persisted with the state)."""
     data = tmp_path / "data"
     with Broker(data_dir=data, config=CONFIG) as b:
         bs = b.bootstrap_servers
@@ -230,16 +230,23 @@ def test_key_order_and_delivery_times_hold_across_a_restart(tmp_path):
             for i in range(5):
                 p.send("resume", f"a{i}".encode(), key=b"a")
             p.send("resume", b"later", key=b"z", deliver_at=due)
+            p.send("resume", b"retry", key=b"r")
             p.flush(10)
         with ShareConsumer(bs, "resumed", share_acknowledgement_mode="explicit") as c:
             c.subscribe(["resume"])
-            first = []
+            first: list = []
             deadline = time.monotonic() + 20
-            while not first and time.monotonic() < deadline:
-                first = c.poll(0.2)
-            assert [r.value for r in first] == [b"a0"]
-            c.acknowledge(first[0], "accept")
-            c.commit_sync()
+            while len(first) < 2 and time.monotonic() < deadline:
+                recs = c.poll(0.2)
+                first += recs
+                for r in recs:
+                    if r.value == b"retry":  # back off 5 s: the new broker must wait them out too
+                        c.acknowledge(r, "release", delay_ms=5000)
+                        released_at = time.time()
+                    else:
+                        c.acknowledge(r, "accept")
+                c.commit_sync()
+            assert sorted(r.value for r in first) == [b"a0", b"retry"]
             second = []
             deadline = time.monotonic() + 20
             while not second and time.monotonic() < deadline:
@@ -257,7 +264,7 @@ def test_key_order_and_delivery_times_hold_across_a_restart(tmp_path):
             x.subscribe(["resume"])
             y.subscribe(["resume"])
             deadline = time.monotonic() + 40
-            while len(got) < 5 and time.monotonic() < deadline:
+            while len(got) < 6 and time.monotonic() < deadline:
                 for c in (x, y):
                     recs = c.poll(0.1)
                     keyed = [r for r in recs if r.key == b"a"]
@@ -270,3 +277,7 @@ def test_key_order_and_delivery_times_hold_across_a_restart(tmp_path):
         assert [v for v in values if v.startswith(b"a")] == [b"a1", b"a2", b"a3", b"a4"], values
         at = dict(got).get(b"later")
         assert at is not None and at * 1000 >= due, f"the delayed record came {(due - (at or 0) * 1000):.0f} ms early"
+        retried = dict(got).get(b"retry")
+        assert retried is not None and retried >= released_at + 5.0, (
+            f"the released record came back {retried - released_at:.3f} s after its release, within its 5 s back-off"
+        )

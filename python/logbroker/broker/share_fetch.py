@@ -446,7 +446,13 @@ class ShareFetchManager:
         try:
             for b in sorted(batches, key=lambda b: b.first_offset):
                 sp.acknowledge(
-                    member_id, b.first_offset, b.last_offset, list(b.acknowledge_types), now, release_delay_ms(b)
+                    member_id,
+                    b.first_offset,
+                    b.last_offset,
+                    list(b.acknowledge_types),
+                    now,
+                    release_delay_ms(b),
+                    wall_ms(),
                 )
         except ShareError as e:
             return e.code, str(e)

@@ -29,8 +29,9 @@ Beyond Kafka (issue 48), what each in-flight record's batch says (`set_facts`, f
 `share_record_facts`): its key (a hash) and its not-before time (header `logbroker.deliver.at`,
 ms since the epoch). A record is *ready* when it is available and
     - its not-before time has come (delayed delivery: wall-clock ms, passed in);
-    - its back-off has passed (`available_at`: a release with a delay, or the group's
-      `share.release.backoff.ms` growing with the delivery count; trio-clock seconds);
+    - its back-off has passed (`available_at_ms`: a release with a delay, or the group's
+      `share.release.backoff.ms` growing with the delivery count; wall-clock ms, persisted
+      with the state batches so a new leader keeps it);
     - with `key_order` (the group's `share.delivery.order=key`), it is the lowest in-flight
       offset of its key that is not done: `keys` maps each key to its in-flight offsets in
       order, so a record waits while an earlier one of its key is available, acquired or
@@ -38,8 +39,9 @@ ms since the epoch). A record is *ready* when it is available and
 Only ready records are acquired. New offsets taken in from the SPEO that are not ready stay
 in flight as available (so the SPEO, and the records behind them, move on). A share-partition
 read back after a leader change has its in-flight records' facts read again from the log
-(`needs_facts`) before anything is acquired; back-offs are not persisted (a released record is
-ready at once under a new leader), not-before times and key order are (they come from the log).
+(`needs_facts`) before anything is acquired; back-offs are persisted (StateBatch's tagged
+AvailableAt), not-before times and key order come from the log: all three hold across a
+failover.
 
 Offsets with no record (compaction gaps, transaction markers) are handed out like records:
 the consumer acknowledges them as GAP. Nothing here reads record bytes: the caller reads whole
@@ -92,7 +94,7 @@ class InFlight:
     deadline: float = 0.0
     key: int | None = None  # the record key's hash (None: no key, no record, or not read yet)
     not_before_ms: int = -1  # delayed delivery: not acquired before this wall-clock time
-    available_at: float = 0.0  # a back-off: not acquired before this trio-clock time
+    available_at_ms: int = -1  # a back-off: not acquired before this wall-clock time (persisted)
 
 
 class ShareError(Exception):
@@ -151,7 +153,9 @@ class SharePartition:
         are available, never delivered); the SPEO becomes the end of the last batch."""
         for b in batches:
             for off in range(max(b.first_offset, self.start_offset), b.last_offset + 1):
-                self.records[off] = InFlight(RecordState(b.delivery_state), b.delivery_count)
+                self.records[off] = InFlight(
+                    RecordState(b.delivery_state), b.delivery_count, available_at_ms=b.available_at
+                )
             self.end_offset = max(self.end_offset, b.last_offset + 1)
         for off in range(self.start_offset, self.end_offset):
             self.records.setdefault(off, InFlight())
@@ -203,7 +207,7 @@ class SharePartition:
 
     def ready(self, off: int, rec: InFlight, now: float, wall_ms: int) -> bool:
         """Whether the available record at `off` may be acquired now (see the module doc)."""
-        if rec.state != RecordState.AVAILABLE or rec.available_at > now:
+        if rec.state != RecordState.AVAILABLE or rec.available_at_ms > wall_ms:
             return False
         if rec.not_before_ms >= 0 and rec.not_before_ms > wall_ms:
             return False
@@ -216,33 +220,33 @@ class SharePartition:
         """The trio time at which an available record held back by its not-before time or its
         back-off becomes ready (None: none is); key order is not a wait of its own (a record
         waits for an acknowledgement or a lock expiry, which wake fetches anyway)."""
-        best: float | None = None
+        best: int | None = None
         for rec in self.records.values():
             if rec.state != RecordState.AVAILABLE:
                 continue
-            at = rec.available_at
-            if rec.not_before_ms > wall_ms:
-                at = max(at, now + (rec.not_before_ms - wall_ms) / 1000)
-            if at > now and (best is None or at < best):
+            at = max(rec.available_at_ms, rec.not_before_ms)
+            if at > wall_ms and (best is None or at < best):
                 best = at
-        return best
+        return None if best is None else now + (best - wall_ms) / 1000
 
     def state_batches(self) -> list[StateBatch]:
-        """The in-flight offsets as runs of equal (delivery state, delivery count); acquired
-        records as available (their lock does not survive the leader)."""
+        """The in-flight offsets as runs of equal (delivery state, delivery count, back-off);
+        acquired records as available (their lock does not survive the leader)."""
         out: list[StateBatch] = []
         for off in range(self.start_offset, self.end_offset):
             rec = self.records[off]
             state = RecordState.AVAILABLE if rec.state == RecordState.ACQUIRED else rec.state
+            at = rec.available_at_ms if rec.state == RecordState.AVAILABLE else -1
             if (
                 out
                 and out[-1].last_offset == off - 1
                 and out[-1].delivery_state == state
                 and out[-1].delivery_count == rec.delivery_count
+                and out[-1].available_at == at
             ):
-                out[-1] = StateBatch(out[-1].first_offset, off, int(state), rec.delivery_count)
+                out[-1] = StateBatch(out[-1].first_offset, off, int(state), rec.delivery_count, at)
             else:
-                out.append(StateBatch(off, off, int(state), rec.delivery_count))
+                out.append(StateBatch(off, off, int(state), rec.delivery_count, at))
         return out
 
     @property
@@ -310,7 +314,14 @@ class SharePartition:
     # --- acknowledgement ------------------------------------------------------------------
 
     def acknowledge(
-        self, member_id: str, first: int, last: int, types: list[int], now: float, release_delay_ms: int | None = None
+        self,
+        member_id: str,
+        first: int,
+        last: int,
+        types: list[int],
+        now: float,
+        release_delay_ms: int | None = None,
+        wall_ms: int = 0,
     ) -> None:
         """Applies one AcknowledgementBatch: `types` has one type for every offset, or one for
         all. Checked whole before anything changes; ShareError(INVALID_RECORD_STATE) names the
@@ -362,7 +373,8 @@ class SharePartition:
             elif kind == AcknowledgeType.RELEASE:
                 self._give_back(off, rec)
                 if rec.state == RecordState.AVAILABLE:
-                    rec.available_at = now + self._backoff_s(rec.delivery_count, release_delay_ms)
+                    backoff = self._backoff_ms(rec.delivery_count, release_delay_ms)
+                    rec.available_at_ms = wall_ms + backoff if backoff > 0 else -1
             else:  # RENEW
                 rec.deadline = now + self.lock_duration_s
         self.version += 1
@@ -396,15 +408,15 @@ class SharePartition:
         deadlines = [r.deadline for r in self.records.values() if r.state == RecordState.ACQUIRED]
         return min(deadlines) if deadlines else None
 
-    def _backoff_s(self, delivery_count: int, delay_ms: int | None) -> float:
+    def _backoff_ms(self, delivery_count: int, delay_ms: int | None) -> int:
         if delay_ms is not None:
-            return max(0, delay_ms) / 1000
+            return max(0, delay_ms)
         if self.release_backoff_s <= 0:
-            return 0.0
-        return min(self.release_backoff_max_s, self.release_backoff_s * 2 ** max(0, delivery_count - 1))
+            return 0
+        return int(1000 * min(self.release_backoff_max_s, self.release_backoff_s * 2 ** max(0, delivery_count - 1)))
 
     def _give_back(self, off: int, rec: InFlight) -> None:
-        rec.member_id, rec.deadline = "", 0.0
+        rec.member_id, rec.deadline, rec.available_at_ms = "", 0.0, -1
         if rec.delivery_count >= self.delivery_count_limit:
             rec.state = RecordState.ARCHIVED
             self._key_done(off, rec)

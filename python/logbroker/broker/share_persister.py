@@ -115,7 +115,16 @@ class SharePersister:
         return (
             got.state_epoch,
             got.start_offset,
-            [StateBatch(b.first_offset, b.last_offset, b.delivery_state, b.delivery_count) for b in got.state_batches],
+            [
+                StateBatch(
+                    b.first_offset,
+                    b.last_offset,
+                    b.delivery_state,
+                    b.delivery_count,
+                    StateBatch.available_at_of(b.unknown_tagged_fields),
+                )
+                for b in got.state_batches
+            ],
         )
 
     async def write(
@@ -139,6 +148,7 @@ class SharePersister:
                                     last_offset=b.last_offset,
                                     delivery_state=b.delivery_state,
                                     delivery_count=b.delivery_count,
+                                    unknown_tagged_fields=b.tagged(),
                                 )
                                 for b in batches
                             ],

@@ -50,6 +50,7 @@ def _batches(Response, state) -> list:
             last_offset=b.last_offset,
             delivery_state=b.delivery_state,
             delivery_count=b.delivery_count,
+            unknown_tagged_fields=b.tagged(),
         )
         for b in state.batches
     ]
@@ -82,7 +83,14 @@ async def write_share_group_state(ctx, request):
 
     async def call(key, p):
         batches = [
-            StateBatch(b.first_offset, b.last_offset, b.delivery_state, b.delivery_count) for b in p.state_batches
+            StateBatch(
+                b.first_offset,
+                b.last_offset,
+                b.delivery_state,
+                b.delivery_count,
+                StateBatch.available_at_of(b.unknown_tagged_fields),
+            )
+            for b in p.state_batches
         ]
         await ctx.broker.share_coordinator.write(key, p.state_epoch, p.leader_epoch, p.start_offset, batches)
         return {}

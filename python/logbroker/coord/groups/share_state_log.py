@@ -16,6 +16,10 @@ A value is a big-endian int16 value version (0), then a flexible v0 struct:
     StateBatch: FirstOffset int64, LastOffset int64, DeliveryState int8 (0 available,
         2 acknowledged, 4 archived), DeliveryCount int16, tagged fields
     tag 0 of either value: DeliveryCompleteCount int32 (default -1, not written then)
+    tag 0x4C42 of a StateBatch (logbroker's, issue 48): AvailableAt int64, the wall-clock ms
+        before which its released records are not handed out again (a back-off); absent when
+        none. Kafka's readers skip it. The share-group state RPCs (WriteShareGroupState,
+        ReadShareGroupState) carry it in the same tagged field of their StateBatch.
 
 A snapshot is the whole state of one share-partition (group, topic id, partition); an
 update changes the latest snapshot: a new start offset drops what is below it, and its
@@ -40,6 +44,7 @@ SNAPSHOT, UPDATE = 0, 1
 _VALUE_VERSION = 0
 _TAG_DELIVERY_COMPLETE_COUNT = 0
 
+AVAILABLE_AT_TAG = 0x4C42
 AVAILABLE, ACKNOWLEDGED, ARCHIVED = 0, 2, 4
 DELIVERY_STATES = (AVAILABLE, ACKNOWLEDGED, ARCHIVED)
 
@@ -54,6 +59,16 @@ class StateBatch:
     last_offset: int
     delivery_state: int
     delivery_count: int
+    available_at: int = -1  # wall-clock ms of a back-off's end (-1: none)
+
+    def tagged(self) -> dict[int, bytes]:
+        """The batch's tagged fields as the state RPCs carry them."""
+        return {AVAILABLE_AT_TAG: self.available_at.to_bytes(8, "big", signed=True)} if self.available_at >= 0 else {}
+
+    @staticmethod
+    def available_at_of(tags) -> int:
+        raw = (tags or {}).get(AVAILABLE_AT_TAG)
+        return int.from_bytes(raw, "big", signed=True) if raw is not None and len(raw) == 8 else -1
 
 
 @dataclasses.dataclass
@@ -111,7 +126,8 @@ def _write_batches(w: FieldWriter, batches: list[StateBatch]) -> None:
                 f"{w.what}: bad DeliveryState {b.delivery_state} in batch {b.first_offset}-{b.last_offset}"
             )
         w.i64(b.first_offset, "FirstOffset").i64(b.last_offset, "LastOffset")
-        w.i8(b.delivery_state, "DeliveryState").i16(b.delivery_count, "DeliveryCount").uvarint(0)
+        w.i8(b.delivery_state, "DeliveryState").i16(b.delivery_count, "DeliveryCount")
+        w.tagged_fields(sorted(b.tagged().items()))
 
 
 def _read_batches(r: FieldReader) -> list[StateBatch]:
@@ -120,8 +136,13 @@ def _read_batches(r: FieldReader) -> list[StateBatch]:
         raise ShareStateLogError(f"{r.what}: StateBatches is null")
     out = []
     for _ in range(n):
-        b = StateBatch(r.i64("FirstOffset"), r.i64("LastOffset"), r.i8("DeliveryState"), r.i16("DeliveryCount"))
-        r.tagged_fields("StateBatch")
+        first, last, state, count = (
+            r.i64("FirstOffset"),
+            r.i64("LastOffset"),
+            r.i8("DeliveryState"),
+            r.i16("DeliveryCount"),
+        )
+        b = StateBatch(first, last, state, count, StateBatch.available_at_of(r.tagged_fields("StateBatch")))
         if b.delivery_state not in DELIVERY_STATES or b.last_offset < b.first_offset:
             raise ShareStateLogError(f"{r.what}: bad state batch {b}")
         out.append(b)
@@ -226,6 +247,7 @@ def combine(old: list[StateBatch], new: list[StateBatch], start_offset: int) -> 
             and out[-1].last_offset + 1 == b.first_offset
             and out[-1].delivery_state == b.delivery_state
             and out[-1].delivery_count == b.delivery_count
+            and out[-1].available_at == b.available_at
         ):
             out[-1] = dataclasses.replace(out[-1], last_offset=b.last_offset)
         else:
