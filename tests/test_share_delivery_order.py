@@ -48,12 +48,17 @@ class History:
         self.archived: set[int] = set()
 
 
-def run_history(seed: int, key_order: bool, n: int = 300) -> tuple[SharePartition, History, list[str]]:
+def run_history(
+    seed: int, key_order: bool, n: int = 300, dlq: bool = False
+) -> tuple[SharePartition, History, list[str]]:
     rng = random.Random(seed)
     keys = {o: rng.choice([None, *range(8)]) for o in range(n)}
     not_before = {o: (rng.randrange(0, 20_000) if rng.random() < 0.2 else -1) for o in range(n)}
     sp = SharePartition("g", "t", 0, 0, lock_duration_s=5.0, delivery_count_limit=LIMIT, max_in_flight=64)
     sp.set_key_order(key_order)
+    sp.dlq = dlq  # give-ups stay ARCHIVING until their dead letters are "written", later
+    given_up: list[tuple[int, int, str]] = []
+    archiving: list[int] = []
     sp.release_backoff_s, sp.release_backoff_max_s = 0.5, 4.0
     h = History(keys, not_before)
     now, wall = 0.0, 0
@@ -68,6 +73,13 @@ def run_history(seed: int, key_order: bool, n: int = 300) -> tuple[SharePartitio
         member = rng.choice(list(held))
         action = rng.random()
         sp.expire_locks(now)
+        if dlq:
+            archiving += [o for o, _n, _r in sp.dead_letters]
+            given_up += sp.dead_letters
+            sp.dead_letters = []
+            if archiving and rng.random() < 0.1:
+                sp.archived(archiving)
+                archiving = []
         held = {m: [o for o in offs if sp.records.get(o) and sp.records[o].member_id == m] for m, offs in held.items()}
         if action < 0.5:
             first = sp.first_available(now, wall)
@@ -117,8 +129,13 @@ def run_history(seed: int, key_order: bool, n: int = 300) -> tuple[SharePartitio
                     errors += check_acquisition(sp, h, o, now, wall, key_order, backoff_until)
                     sp.acknowledge("d", o, o, [int(AcknowledgeType.ACCEPT)], now)
                     h.accepted.append(o)
+        if dlq:
+            given_up += sp.dead_letters
+            sp.archived([o for o, _n, _r in sp.dead_letters] + archiving)
+            sp.dead_letters, archiving = [], []
         if sp.start_offset >= n and sp.end_offset >= n:
             break
+    sp.dead_letters = given_up + sp.dead_letters
     return sp, h, errors
 
 
@@ -143,6 +160,7 @@ def check_acquisition(sp, h: History, o: int, now: float, wall: int, key_order: 
                 and rec.state
                 not in (
                     RecordState.ACKNOWLEDGED,
+                    RecordState.ARCHIVING,  # given up on: its dead letter is on its way
                     RecordState.ARCHIVED,
                 )
             ):
@@ -150,9 +168,12 @@ def check_acquisition(sp, h: History, o: int, now: float, wall: int, key_order: 
     return out
 
 
+@pytest.mark.parametrize("dlq", [False, True])
 @pytest.mark.parametrize("seed", range(8))
-def test_key_order_not_before_backoff_and_at_least_once(seed):
-    sp, h, errors = run_history(seed, key_order=True)
+def test_key_order_not_before_backoff_and_at_least_once(seed, dlq):
+    """With `dlq`, records given up on wait in ARCHIVING (holding the SPSO, not handed out)
+    until their dead letters are written, at random later steps."""
+    sp, h, errors = run_history(seed, key_order=True, dlq=dlq)
     assert not errors, errors[:10]
     assert sp.start_offset == 300 and not sp.records, (sp.start_offset, sp.end_offset)
     assert len(h.accepted) == len(set(h.accepted)), "a record accepted twice"
@@ -201,3 +222,20 @@ def test_a_record_waits_for_its_time_and_the_fetch_knows_when():
     assert sp.next_ready_time(0.0, 5_000) == pytest.approx(5.0)
     assert sp.first_available(4.9, 9_900) is None
     assert sp.first_available(5.0, 10_000) == 0
+
+
+def test_archiving_records_read_back_write_their_dead_letters_again():
+    """KIP-1191's ARCHIVING state, persisted: a share-partition read back with records still
+    ARCHIVING (their dead letters maybe never written) queues them again, with the reason the
+    delivery count gives, and holds the SPSO until they are archived."""
+    from logbroker.broker.share_partition import EXCEEDED, REJECTED
+    from logbroker.coord.groups.share_state_log import StateBatch
+
+    sp = SharePartition("g", "t", 0, 10, lock_duration_s=5.0, delivery_count_limit=LIMIT, max_in_flight=100)
+    sp.restore(
+        [StateBatch(10, 11, int(RecordState.ARCHIVING), 1), StateBatch(12, 12, int(RecordState.ARCHIVING), LIMIT)]
+    )
+    assert sp.dead_letters == [(10, 1, REJECTED), (11, 1, REJECTED), (12, LIMIT, EXCEEDED)]
+    assert sp.start_offset == 10 and sp.first_available(0.0, 0) is None  # not handed out, SPSO held
+    assert [b.delivery_state for b in sp.state_batches()] == [3, 3]  # written as ARCHIVING until done
+    assert sp.archived([10, 11, 12]) == 3 and sp.start_offset == 13 and not sp.records

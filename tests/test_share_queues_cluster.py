@@ -7,8 +7,8 @@ a checker over the recorded history then finds
   its key was acknowledged (accepted, or rejected) by some member — an acknowledgement the
   new leader never learned makes the earlier record come back first, which is allowed;
 - no record received before its `logbroker.deliver.at` time;
-- every record accepted or given up on (rejected, or at the delivery count limit), none
-  lost.
+- every record accepted or dead-lettered (rejected: written to the group's dead-letter topic,
+  KIP-1191, through its ARCHIVING state, which survives the failover), none lost.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import time
 
 from replication_helpers import FAST
 
-from logbroker import Admin, Cluster, NewTopic, Producer, ShareConsumer
+from logbroker import Admin, Cluster, Consumer, NewTopic, Producer, ShareConsumer
 from logbroker.client.errors import KafkaError
 
 CONFIG = {
@@ -46,7 +46,13 @@ def test_key_order_delivery_times_and_no_loss_through_a_leader_kill(tmp_path):
         bs = cluster.bootstrap_servers
         with Admin(bs) as a:
             a.create_topics([NewTopic("work", 1, 3)])
-            a.alter_configs({("group", "ordered"): {"share.delivery.order": "key", "share.release.backoff.ms": "200"}})
+            a.create_topics([NewTopic("dlq.work", 1, 3, config={"errors.deadletterqueue.group.enable": "true"})])
+            group = {
+                "share.delivery.order": "key",
+                "share.release.backoff.ms": "200",
+                "errors.deadletterqueue.topic.name": "dlq.work",
+            }
+            a.alter_configs({("group", "ordered"): group})
         keys = {i: f"k{i % KEYS}" for i in range(N)}
         due: dict[int, int] = {}
         with Producer(bs, acks="all", linger_ms=5) as p:
@@ -118,6 +124,14 @@ def test_key_order_delivery_times_and_no_loss_through_a_leader_kill(tmp_path):
         for t in threads:
             t.join(60)
         assert not errors, errors
+        # the dead letters, read back: each names its source offset
+        dead: set[int] = set()
+        with Consumer(bs, group_id="dlq-reader", auto_offset_reset="earliest") as dc:
+            dc.subscribe(["dlq.work"])
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline and not (set(range(N)) - accepted) <= dead:
+                for r in dc.poll(0.5):
+                    dead.add(int(dict(r.headers)["__dlq.errors.offset"]))
 
     assert len(acked) == N, (
         f"{N - len(acked)} records never accepted nor rejected: {sorted(set(range(N)) - set(acked))[:20]}"
@@ -131,5 +145,12 @@ def test_key_order_delivery_times_and_no_loss_through_a_leader_kill(tmp_path):
                 violations.append(f"record {i} ({keys[i]}) received while earlier record {j} was not yet acknowledged")
                 break
     assert not violations, violations[:10]
+    assert accepted | dead == set(range(N)), (
+        f"neither accepted nor dead-lettered: {sorted(set(range(N)) - accepted - dead)}"
+    )
+    assert dead <= rejected, f"dead letters of records never rejected: {sorted(dead - rejected)}"
     redelivered = sum(1 for _i, _at, count in received if count > 1)
-    print(f"{len(received)} receipts, {redelivered} redeliveries, {len(accepted)} accepted, {len(rejected)} rejected")
+    print(
+        f"{len(received)} receipts, {redelivered} redeliveries, {len(accepted)} accepted, {len(rejected)} rejected, "
+        f"{len(dead)} dead-lettered"
+    )

@@ -31,9 +31,9 @@ and, with copy.record.enable, the original key and value (never its headers); el
 key and value. It goes to partition (source partition mod the dead-letter topic's partition
 count) through that partition's leader, as a Produce with acks=all over the broker-to-broker
 channel (to this broker too: one path). The copy happens in the background, after the record
-is archived; a failed write is retried with back-off up to `ATTEMPTS` times, then logged as an
-error naming every record left out. (Kafka persists an ARCHIVING state first, so a leader
-that dies between the two still writes the dead letter; here such dead letters are lost.)
+is ARCHIVING (share_partition.py: written with the state, so a new leader writes it again); a
+failed write is retried with back-off up to `ATTEMPTS` times, then logged as an error naming
+every record left out. Written or given up on, `done(offsets)` makes the records ARCHIVED.
 Record bytes are read, decoded and encoded by the Rust log and codec (`Log.read_batches`,
 `decode_records`, `encode_batch`); Python handles the record objects of dead letters only.
 """
@@ -75,6 +75,11 @@ class DeadLetters:
     entries: list[tuple[int, int, str]]  # (offset, delivery count, reason)
     copy_record: bool = False
     attempts: int = 0
+    done: Any = None  # done(offsets): the dead letters are written or given up on (ARCHIVING -> ARCHIVED)
+
+    def finish(self) -> None:
+        if self.done is not None:
+            self.done([e[0] for e in self.entries])
 
 
 class DeadLetterWriter:
@@ -95,16 +100,24 @@ class DeadLetterWriter:
         """share.version 2 or more is finalized (KIP-1191's gate)."""
         return finalized(self.controller.image, self.config).get("share.version", 0) >= 2
 
-    def submit(self, group_id: str, topic: str, partition: int, lg, entries: list[tuple[int, int, str]]) -> None:
-        """Queue records the group gave up on; nothing without a dead-letter topic or below
-        share.version 2."""
+    def active_for(self, group_id: str) -> bool:
+        """Whether `group_id`'s give-ups go to a dead-letter topic (ARCHIVING first)."""
+        return self.topic_for(group_id) is not None and self.enabled()
+
+    def submit(
+        self, group_id: str, topic: str, partition: int, lg, entries: list[tuple[int, int, str]], done=None
+    ) -> None:
+        """Queue records the group gave up on; `done(offsets)` once their dead letters are
+        written or given up on (at once without a dead-letter topic or below share.version 2)."""
         if not entries:
             return
         dlq = self.topic_for(group_id)
-        if dlq is None or not self.enabled():
-            return
         copy = bool(self.config.group_value(self.controller.image.group_configs.get(group_id, {}), COPY_RECORD_KEY))
-        self.pending.append(DeadLetters(group_id, topic, partition, dlq, lg, list(entries), copy))
+        item = DeadLetters(group_id, topic, partition, dlq or "", lg, list(entries), copy, done=done)
+        if dlq is None or not self.enabled():
+            item.finish()
+            return
+        self.pending.append(item)
         self._wake.set()
 
     def _refusal(self, item: DeadLetters) -> str | None:
@@ -147,12 +160,15 @@ class DeadLetterWriter:
                             [e[0] for e in item.entries],
                             extra=fields(group=item.group_id, topic=item.topic, partition=item.partition),
                         )
+                        item.finish()
                         continue
                     try:
                         await self._write(item)
+                        item.finish()
                     except (DeadLetterError, BrokerUnreachable, _core.LogBrokerError, OSError) as e:
                         item.attempts += 1
                         if item.attempts >= ATTEMPTS:
+                            item.finish()  # archived regardless, as Kafka does
                             log.error(
                                 "share group %r: %d dead letter(s) of %s-%d (offsets %s) not copied to %s "
                                 "after %d attempts: %s",

@@ -163,6 +163,7 @@ class ShareFetchManager:
         sp.set_key_order(self.group_config(group_id, "share.delivery.order") == "key")
         sp.release_backoff_s = self.group_config(group_id, "share.release.backoff.ms") / 1000
         sp.release_backoff_max_s = self.group_config(group_id, "share.release.backoff.max.ms") / 1000
+        sp.dlq = self.dead_letters is not None and self.dead_letters.active_for(group_id)
         return sp
 
     async def load(self, group_id: str, topic_id: uuid.UUID, topic: str, part) -> SharePartition:
@@ -194,7 +195,8 @@ class ShareFetchManager:
                 )
             old = self.partitions.get(key)
             sp = SharePartition(group_id, topic, part.index, start, 0.0, 0, self.max_in_flight)
-            sp.restore(batches)
+            sp.delivery_count_limit = self.group_config(group_id, "share.delivery.count.limit")
+            sp.restore(batches)  # ARCHIVING records queue their dead letters again
             sp.leader_epoch, sp.state_epoch, sp.topic_id, sp.source_log = epoch, state_epoch, topic_id, part.log
             self.partitions[key] = sp
             if fresh:
@@ -321,9 +323,22 @@ class ShareFetchManager:
         if sp.dead_letters:
             entries, sp.dead_letters = sp.dead_letters, []
             if self.dead_letters is not None:
-                self.dead_letters.submit(sp.group_id, sp.topic, sp.partition, sp.source_log, entries)
+                self.dead_letters.submit(
+                    sp.group_id, sp.topic, sp.partition, sp.source_log, entries, lambda offs: self._archived(sp, offs)
+                )
+            else:
+                sp.archived([e[0] for e in entries])
         if sp.dirty and sp.writing is None and self._nursery is not None:
             self._nursery.start_soon(self._persist_in_background, sp)
+
+    def _archived(self, sp: SharePartition, offsets: list[int]) -> None:
+        """Dead letters written (or given up on): their records are ARCHIVED, the state written,
+        fetches woken (the SPSO may move). Nothing for a share-partition dropped meanwhile."""
+        if self.partitions.get((sp.group_id, sp.topic, sp.partition)) is not sp:
+            return
+        if sp.archived(offsets):
+            self._after_change(sp)
+            self._changed()
 
     # --- sessions ----------------------------------------------------------------------------
 

@@ -8,6 +8,9 @@ State (Kafka's names):
         AVAILABLE     to be delivered (again): released, its lock expired, or its consumer left
         ACQUIRED      delivered to `member_id`, locked until `deadline`
         ACKNOWLEDGED  accepted by its consumer                         } done
+        ARCHIVING     given up on (rejected, or out of deliveries) while its group has a
+                      dead-letter topic: not handed out, holding the SPSO, until the dead
+                      letter is written (or given up on); then ARCHIVED (KIP-1191)
         ARCHIVED      rejected, a gap, or out of deliveries            }
     delivery count: how often the record was acquired; at `delivery_count_limit` a record that
     comes back (released, lock expired) is archived instead of delivered again. Records given
@@ -67,6 +70,7 @@ class RecordState(enum.IntEnum):
     AVAILABLE = 0
     ACQUIRED = 1
     ACKNOWLEDGED = 2
+    ARCHIVING = 3
     ARCHIVED = 4
 
 
@@ -81,6 +85,7 @@ class AcknowledgeType(enum.IntEnum):
 
 
 DONE = (RecordState.ACKNOWLEDGED, RecordState.ARCHIVED)
+KEY_DONE = (*DONE, RecordState.ARCHIVING)  # done as far as its key's order goes
 # why a record was given up on: Kafka's dead-letter messages (KIP-1191, __dlq.errors.message)
 REJECTED = "Offset rejected by client."
 EXCEEDED = "Offset delivery count exceeded the threshold."
@@ -138,6 +143,7 @@ class SharePartition:
         self.release_backoff_s = 0.0  # share.release.backoff.ms (0: a release is ready at once)
         self.release_backoff_max_s = 0.0  # share.release.backoff.max.ms
         self.needs_facts = False  # read back: the in-flight records' keys and times are to be read
+        self.dlq = False  # the group has a dead-letter topic (KIP-1191): give-ups go ARCHIVING first
 
     def __repr__(self) -> str:
         return f"SharePartition({self.group_id}, {self.name}, SPSO {self.start_offset}, SPEO {self.end_offset})"
@@ -159,6 +165,10 @@ class SharePartition:
             self.end_offset = max(self.end_offset, b.last_offset + 1)
         for off in range(self.start_offset, self.end_offset):
             self.records.setdefault(off, InFlight())
+            rec = self.records[off]
+            if rec.state == RecordState.ARCHIVING:  # its dead letter may not be written yet: again
+                reason = EXCEEDED if rec.delivery_count >= self.delivery_count_limit else REJECTED
+                self.dead_letters.append((off, rec.delivery_count, reason))
         self.needs_facts = self.end_offset > self.start_offset
         self._advance()
 
@@ -184,7 +194,7 @@ class SharePartition:
         if self.key_order:
             for off in range(self.start_offset, self.end_offset):
                 rec = self.records[off]
-                if rec.key is not None and rec.state not in DONE:
+                if rec.key is not None and rec.state not in KEY_DONE:
                     self.keys.setdefault(rec.key, deque()).append(off)
 
     def _key_done(self, off: int, rec: InFlight) -> None:
@@ -364,9 +374,7 @@ class SharePartition:
                 rec.state = RecordState.ACKNOWLEDGED
                 self._key_done(off, rec)
             elif kind == AcknowledgeType.REJECT:
-                rec.state = RecordState.ARCHIVED
-                self._key_done(off, rec)
-                self.dead_letters.append((off, rec.delivery_count, REJECTED))
+                self._give_up(off, rec, REJECTED)
             elif kind == AcknowledgeType.GAP:
                 rec.state = RecordState.ARCHIVED
                 self._key_done(off, rec)
@@ -418,11 +426,29 @@ class SharePartition:
     def _give_back(self, off: int, rec: InFlight) -> None:
         rec.member_id, rec.deadline, rec.available_at_ms = "", 0.0, -1
         if rec.delivery_count >= self.delivery_count_limit:
-            rec.state = RecordState.ARCHIVED
-            self._key_done(off, rec)
-            self.dead_letters.append((off, rec.delivery_count, EXCEEDED))
+            self._give_up(off, rec, EXCEEDED)
         else:
             rec.state = RecordState.AVAILABLE
+
+    def _give_up(self, off: int, rec: InFlight, reason: str) -> None:
+        """The group gives up on the record: ARCHIVING until its dead letter is written when the
+        group has a dead-letter topic (`dlq`), else ARCHIVED. Either way its key moves on."""
+        rec.state = RecordState.ARCHIVING if self.dlq else RecordState.ARCHIVED
+        self._key_done(off, rec)
+        self.dead_letters.append((off, rec.delivery_count, reason))
+
+    def archived(self, offsets: list[int]) -> int:
+        """Dead letters written (or given up on): their ARCHIVING records become ARCHIVED; the count."""
+        n = 0
+        for off in offsets:
+            rec = self.records.get(off)
+            if rec is not None and rec.state == RecordState.ARCHIVING:
+                rec.state = RecordState.ARCHIVED
+                n += 1
+        if n:
+            self.version += 1
+            self._advance()
+        return n
 
     def _advance(self) -> None:
         while self.start_offset < self.end_offset and self.records[self.start_offset].state in DONE:

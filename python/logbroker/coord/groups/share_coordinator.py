@@ -34,6 +34,7 @@ import trio
 
 from logbroker.clock import now_ms
 from logbroker.coord.groups.share_state_log import (
+    DELIVERY_STATES,
     SHARE_STATE_TOPIC,
     SNAPSHOT,
     ShareState,
@@ -263,7 +264,7 @@ class ShareCoordinator:
             for b in batches
             if b.last_offset < b.first_offset
             or b.first_offset < 0
-            or b.delivery_state not in (0, 2, 4)
+            or b.delivery_state not in DELIVERY_STATES
             or b.delivery_count < 0
         ]
         if bad or overlap(batches) is not None:

@@ -14,7 +14,8 @@ A value is a big-endian int16 value version (0), then a flexible v0 struct:
     ShareUpdateValue: SnapshotEpoch int32, LeaderEpoch int32, StartOffset int64 (-1: not
         changed), StateBatches, tagged fields
     StateBatch: FirstOffset int64, LastOffset int64, DeliveryState int8 (0 available,
-        2 acknowledged, 4 archived), DeliveryCount int16, tagged fields
+        2 acknowledged, 3 archiving (KIP-1191: its dead letter not yet written), 4 archived),
+        DeliveryCount int16, tagged fields
     tag 0 of either value: DeliveryCompleteCount int32 (default -1, not written then)
     tag 0x4C42 of a StateBatch (logbroker's, issue 48): AvailableAt int64, the wall-clock ms
         before which its released records are not handed out again (a back-off); absent when
@@ -45,8 +46,8 @@ _VALUE_VERSION = 0
 _TAG_DELIVERY_COMPLETE_COUNT = 0
 
 AVAILABLE_AT_TAG = 0x4C42
-AVAILABLE, ACKNOWLEDGED, ARCHIVED = 0, 2, 4
-DELIVERY_STATES = (AVAILABLE, ACKNOWLEDGED, ARCHIVED)
+AVAILABLE, ACKNOWLEDGED, ARCHIVING, ARCHIVED = 0, 2, 3, 4
+DELIVERY_STATES = (AVAILABLE, ACKNOWLEDGED, ARCHIVING, ARCHIVED)
 
 
 class ShareStateLogError(ValueError):
