@@ -196,6 +196,22 @@ def test_renew_keeps_the_lock_past_its_duration(broker):
         a.acknowledge(held, "accept")
         a.commit_sync()
         assert b.poll(2.0) == []
+    # share.renew.acknowledge.enable=false (KIP-1222): a RENEW is refused
+    group_configs(bs, "norenew", share_renew_acknowledge_enable="false")
+    with Producer(bs) as p:
+        p.send("long", b"another").result(10)
+    with ShareConsumer(bs, "norenew", share_acknowledgement_mode="explicit") as c:
+        c.subscribe(["long"])
+        recs = []
+        deadline = time.monotonic() + 20
+        while not recs and time.monotonic() < deadline:
+            recs = c.poll(0.2)
+        assert recs
+        c.acknowledge(recs[0], "renew")
+        for r in recs[1:]:
+            c.acknowledge(r, "accept")
+        results = c.commit_sync()
+        assert any(type(e).__name__ == "InvalidRecordStateError" for e in results.values()), results
 
 
 def test_record_limit_acquires_no_more_than_max_poll_records(broker):

@@ -451,8 +451,14 @@ class ShareFetchManager:
     ) -> tuple[int, str | None]:
         """Applies a partition's acknowledgement batches (all or none), and answers once the
         new state is written: (error code, message)."""
-        if not renew_allowed and any(4 in b.acknowledge_types for b in batches):
+        renewing = any(4 in b.acknowledge_types for b in batches)
+        if not renew_allowed and renewing:
             return ErrorCode.INVALID_REQUEST, "acknowledge type 4 (RENEW) needs version 2"
+        if renewing and not self.group_config(group_id, "share.renew.acknowledge.enable"):
+            return (
+                ErrorCode.INVALID_RECORD_STATE,
+                f"share group {group_id!r}: RENEW is off (share.renew.acknowledge.enable=false)",
+            )
         try:
             sp = await self.load(group_id, topic_id, topic, part)
         except StateTopicError as e:
