@@ -69,6 +69,7 @@ __all__ = [
     "protocol_encode_frame",
     "protocol_reencode",
     "read_offset_checkpoint",
+    "share_record_facts",
     "sync_filesystem",
     "roll_and_flush",
     "validate_batches",
