@@ -34,57 +34,32 @@ CONFIG = {
 }
 
 
-def share_run(bs: str, topic: str, group: str, members: int, n: int, work_s: float) -> float:
-    done = threading.Event()
-    count = [0]
-    lock = threading.Lock()
-    started = threading.Barrier(members + 1)
-
-    def member() -> None:
-        with ShareConsumer(bs, group, share_acknowledgement_mode="explicit", max_poll_records=20) as c:
-            c.subscribe([topic])
-            started.wait()
-            while not done.is_set():
-                recs = c.poll(0.1)
-                for r in recs:
-                    time.sleep(work_s)
-                    c.acknowledge(r, "accept")
-                if recs:
-                    c.commit_sync()
-                    with lock:
-                        count[0] += len(recs)
-                        if count[0] >= n:
-                            done.set()
-
-    threads = [threading.Thread(target=member, daemon=True) for _ in range(members)]
-    for t in threads:
-        t.start()
-    started.wait()
-    t0 = time.monotonic()
-    done.wait(600)
-    elapsed = time.monotonic() - t0
-    for t in threads:
-        t.join(30)
-    return n / elapsed
-
-
-def group_run(bs: str, topic: str, group: str, members: int, n: int, work_s: float) -> float:
+def run(bs: str, topic: str, group: str, members: int, n: int, work_s: float, share: bool) -> float:
+    """Records per second from the first record received to the n-th acknowledged, with
+    `members` share consumers (`share`) or consumer-group members."""
     done = threading.Event()
     count = [0]
     lock = threading.Lock()
     first = [0.0]
 
+    def consumer():
+        if share:
+            return ShareConsumer(bs, group, share_acknowledgement_mode="explicit", max_poll_records=20)
+        return Consumer(bs, group_id=group, auto_offset_reset="earliest", max_poll_records=20)
+
     def member() -> None:
-        with Consumer(bs, group_id=group, auto_offset_reset="earliest", max_poll_records=20) as c:
+        with consumer() as c:
             c.subscribe([topic])
             while not done.is_set():
                 recs = c.poll(0.1)
                 if recs and not first[0]:
                     first[0] = time.monotonic()
-                for _r in recs:
-                    time.sleep(work_s)
+                for r in recs:
+                    time.sleep(work_s)  # the job's work
+                    if share:
+                        c.acknowledge(r, "accept")
                 if recs:
-                    c.commit()
+                    c.commit_sync() if share else c.commit()
                     with lock:
                         count[0] += len(recs)
                         if count[0] >= n:
@@ -125,10 +100,7 @@ def main() -> None:
                     for i in range(args.records):
                         p.send(topic, b"x" * 100, key=f"k{i % args.keys}".encode())
                     p.flush(60)
-                if mode == "group":
-                    row.append(group_run(bs, topic, f"g-{topic}", members, args.records, work))
-                else:
-                    row.append(share_run(bs, topic, f"g-{topic}", members, args.records, work))
+                row.append(run(bs, topic, f"g-{topic}", members, args.records, work, share=mode != "group"))
             rows.append(row)
             print(
                 f"{members:>3} members: "

@@ -115,16 +115,7 @@ class SharePersister:
         return (
             got.state_epoch,
             got.start_offset,
-            [
-                StateBatch(
-                    b.first_offset,
-                    b.last_offset,
-                    b.delivery_state,
-                    b.delivery_count,
-                    StateBatch.available_at_of(b.unknown_tagged_fields),
-                )
-                for b in got.state_batches
-            ],
+            [StateBatch.from_wire(b) for b in got.state_batches],
         )
 
     async def write(

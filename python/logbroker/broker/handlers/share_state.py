@@ -82,16 +82,7 @@ async def write_share_group_state(ctx, request):
     Response = RESPONSES[85]
 
     async def call(key, p):
-        batches = [
-            StateBatch(
-                b.first_offset,
-                b.last_offset,
-                b.delivery_state,
-                b.delivery_count,
-                StateBatch.available_at_of(b.unknown_tagged_fields),
-            )
-            for b in p.state_batches
-        ]
+        batches = [StateBatch.from_wire(b) for b in p.state_batches]
         await ctx.broker.share_coordinator.write(key, p.state_epoch, p.leader_epoch, p.start_offset, batches)
         return {}
 

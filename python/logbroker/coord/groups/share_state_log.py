@@ -71,6 +71,18 @@ class StateBatch:
         raw = (tags or {}).get(AVAILABLE_AT_TAG)
         return int.from_bytes(raw, "big", signed=True) if raw is not None and len(raw) == 8 else -1
 
+    @classmethod
+    def from_wire(cls, b) -> StateBatch:
+        """A StateBatch of the share-group state RPCs (WriteShareGroupState's request,
+        ReadShareGroupState's response), its tagged AvailableAt included."""
+        return cls(
+            b.first_offset,
+            b.last_offset,
+            b.delivery_state,
+            b.delivery_count,
+            cls.available_at_of(b.unknown_tagged_fields),
+        )
+
 
 @dataclasses.dataclass
 class ShareState:
