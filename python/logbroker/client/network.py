@@ -50,7 +50,7 @@ from logbroker.client.errors import (
     error_for,
 )
 from logbroker.client.oauthbearer import OAuthBearerClient
-from logbroker.client.sasl import OAuthSaslConfig, Plain, SaslConfig, ScramClient
+from logbroker.client.sasl import GssapiClient, GssapiSaslConfig, OAuthSaslConfig, Plain, SaslConfig, ScramClient
 from logbroker.protocol import REQUESTS, ProtocolError, decode_response, encode_request
 from logbroker.protocol.messages.api_versions_request import _ApiVersionsRequest
 from logbroker.protocol.messages.sasl_authenticate_request import _SaslAuthenticateRequest
@@ -215,7 +215,7 @@ class Connection:
         host: str,
         port: int,
         client_id: str,
-        sasl: SaslConfig | OAuthSaslConfig | None = None,
+        sasl: SaslConfig | OAuthSaslConfig | GssapiSaslConfig | None = None,
         on_auth: Callable[[Connection, SaslAuthenticationError | None], object] | None = None,
         auth_timeout: float = 30.0,
     ) -> None:
@@ -228,7 +228,7 @@ class Connection:
         self._on_auth = on_auth
         self._auth_timeout = auth_timeout
         self.authenticated = sasl is None
-        self._mech: Plain | ScramClient | OAuthBearerClient | None = None  # the SASL exchange under way
+        self._mech: Plain | ScramClient | OAuthBearerClient | GssapiClient | None = None  # the SASL exchange under way
         self._auth_version = 0  # of SaslAuthenticate
         self.reauth_at: float | None = None  # KIP-368: when to re-authenticate
         self._reauth_due = False  # new requests wait: re-authentication starts once none is in flight
@@ -582,7 +582,7 @@ class Network:
         request_timeout: float,
         reconnect_backoff: float = 0.05,
         reconnect_backoff_max: float = 1.0,
-        sasl: SaslConfig | OAuthSaslConfig | None = None,
+        sasl: SaslConfig | OAuthSaslConfig | GssapiSaslConfig | None = None,
     ) -> None:
         self.client_id = client_id
         self.sasl = sasl

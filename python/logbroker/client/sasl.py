@@ -272,7 +272,7 @@ class GssapiSaslConfig:
 
     def __init__(self, service: str, principal: str | None, keytab: str | None) -> None:
         self.service, self.principal, self.keytab = service, principal, keytab
-        self._credential = None
+        self._credential: Any = None  # a logbroker.gssapi.Credential once acquired
 
     @property
     def username(self) -> str:
@@ -287,9 +287,10 @@ class GssapiSaslConfig:
         from logbroker import gssapi
 
         try:
-            if self._credential is None:
-                self._credential = gssapi.Credential.initiator(self.principal, self.keytab)
-            return GssapiClient(gssapi.Initiator(self._credential, f"{self.service}@{host}"))
+            credential = self._credential
+            if credential is None:
+                credential = self._credential = gssapi.Credential.initiator(self.principal, self.keytab)
+            return GssapiClient(gssapi.Initiator(credential, f"{self.service}@{host}"))
         except gssapi.GssError as e:
             raise ValueError(f"Kerberos: {e}") from None
 
@@ -301,9 +302,9 @@ class GssapiClient:
 
     mechanism = "GSSAPI"
 
-    def __init__(self, context) -> None:
+    def __init__(self, context: Any) -> None:  # a logbroker.gssapi.Initiator
         self._ctx = context
-        self._first = context.step(b"")
+        self._first: bytes = context.step(b"")
         self.state = "context"  # -> "layers" -> "sent-layer" -> complete
         self.complete = False
 
@@ -315,18 +316,19 @@ class GssapiClient:
 
         try:
             if self.state == "context":
-                out = self._ctx.step(challenge) if challenge or not self._ctx.complete else b""
+                out: bytes = self._ctx.step(challenge) if challenge or not self._ctx.complete else b""
                 if self._ctx.complete:
                     self.state = "layers"
                 return out
             if self.state == "layers":
-                offer = self._ctx.unwrap(challenge)
+                offer: bytes = self._ctx.unwrap(challenge)
                 if len(offer) != 4 or not offer[0] & 0x01:
                     raise ValueError(
                         f"the broker's GSSAPI security-layer offer {offer.hex()} does not allow 'no security layer'"
                     )
                 self.state = "sent-layer"
-                return self._ctx.wrap(bytes([0x01, 0, 0, 0]))
+                reply: bytes = self._ctx.wrap(bytes([0x01, 0, 0, 0]))
+                return reply
             if self.state == "sent-layer":
                 self.state, self.complete = "complete", True
                 return None

@@ -102,7 +102,7 @@ def split_renews(acks: AckMap) -> AckMap:
     """Takes the RENEW acknowledgements out of `acks` (in place) and returns them."""
     out: AckMap = {}
     for tp, offsets in list(acks.items()):
-        renew = {o: t for o, t in offsets.items() if t == AcknowledgeType.RENEW}
+        renew: dict[int, int | tuple[int, int]] = {o: t for o, t in offsets.items() if t == AcknowledgeType.RENEW}
         if renew:
             out[tp] = renew
             for o in renew:
@@ -174,9 +174,12 @@ def ack_batches(acks: dict[int, int | tuple[int, int]], cls: Any) -> list[Any]:
     """`acks` ({offset: type, or (RELEASE, back-off ms)}) as AcknowledgementBatch entries of
     `cls`: one per run of consecutive offsets with the same type (and back-off), ascending."""
     out: list[Any] = []
-    first = last = kind = None
+    first: int | None = None
+    last: int | None = None
+    kind: int | tuple[int, int] | None = None
 
-    def batch(first: int, last: int, kind: int | tuple[int, int]) -> Any:
+    def batch(first: int | None, last: int | None, kind: int | tuple[int, int] | None) -> Any:
+        assert first is not None and last is not None and kind is not None
         if isinstance(kind, tuple):
             t, delay = kind
             return cls(
