@@ -46,9 +46,11 @@ pub fn parse_not_before(value: Option<&[u8]>) -> i64 {
     }
 }
 
-/// The facts of every record in `data` (complete batches, as a log read returns them), in
-/// offset order; `header` names the not-before header.
-pub fn share_record_facts(data: &[u8], header: &[u8]) -> Result<Vec<RecordFacts>> {
+/// The facts of the records in `data` (complete batches, as a log read returns them) whose
+/// offsets are in `[from, to)`, in offset order; `header` names the not-before header. Batches
+/// wholly outside the range are skipped unread (a fetch reads whole batches, often far more
+/// records than it can hand out).
+pub fn share_record_facts(data: &[u8], header: &[u8], from: i64, to: i64) -> Result<Vec<RecordFacts>> {
     let mut out = Vec::new();
     let mut pos = 0usize;
     while pos + LOG_OVERHEAD <= data.len() {
@@ -61,8 +63,17 @@ pub fn share_record_facts(data: &[u8], header: &[u8]) -> Result<Vec<RecordFacts>
             ));
         }
         let bytes = &data[pos..pos + size];
-        if !h.is_control() {
+        if h.base_offset >= to {
+            break;
+        }
+        if !h.is_control() && h.last_offset() >= from {
             batch::for_each_record(bytes, pos as u64, |offset, _ts, r| {
+                if offset < from {
+                    return Control::Continue;
+                }
+                if offset >= to {
+                    return Control::Stop;
+                }
                 let not_before = parse_headers(r.headers, r.headers_count)
                     .into_iter()
                     .find(|(k, _)| *k == header)
@@ -102,7 +113,9 @@ mod tests {
             ])
             .build();
         data.extend(BatchBuilder::new().base_offset(13).records([rec(Some(b"b"), vec![(h, None)])]).build());
-        let facts = share_record_facts(&data, h).unwrap();
+        let facts = share_record_facts(&data, h, 0, i64::MAX).unwrap();
+        let middle = share_record_facts(&data, h, 11, 13).unwrap();
+        assert_eq!(middle.iter().map(|f| f.offset).collect::<Vec<_>>(), vec![11, 12]);
         assert_eq!(
             facts,
             vec![
@@ -127,7 +140,7 @@ mod tests {
     #[test]
     fn a_batch_cut_short_is_an_error_naming_its_position() {
         let data = BatchBuilder::new().records([rec(Some(b"k"), vec![])]).build();
-        let err = share_record_facts(&data[..data.len() - 3], b"h").unwrap_err();
+        let err = share_record_facts(&data[..data.len() - 3], b"h", 0, i64::MAX).unwrap_err();
         assert!(err.to_string().contains("runs past"), "{err}");
     }
 }

@@ -538,9 +538,15 @@ class ShareFetchManager:
         if got is None:
             return None, []
         data, end = got
-        # keys and not-before times of offsets new to the in-flight window (read in Rust)
-        facts = _core.share_record_facts(data, DELIVER_AT_HEADER) if end > sp.end_offset else None
-        acquired = sp.acquire(member_id, first, min(end, bound), now, limit, wall, facts)
+        # keys and not-before times of the offsets that may come in flight now (read in Rust):
+        # at most `limit` new ones, or in key order as many as the in-flight window takes;
+        # acquisition stops where they end (an offset without its facts is never taken)
+        window = sp.start_offset + sp.max_in_flight - sp.end_offset if sp.key_order else limit
+        stop = min(end, bound, sp.end_offset + max(0, window))
+        facts = None
+        if stop > sp.end_offset:
+            facts = _core.share_record_facts(data, DELIVER_AT_HEADER, sp.end_offset, stop)
+        acquired = sp.acquire(member_id, first, stop, now, limit, wall, facts)
         return (data, acquired) if acquired else (None, [])
 
     def acquire(

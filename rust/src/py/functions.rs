@@ -130,18 +130,26 @@ pub fn encode_batch<'py>(
     Ok(PyBytes::new(py, &bytes))
 }
 
-/// The facts a share group needs of every record in `data` (complete batches, as
-/// `Log.read_batches` returns them): (offsets, key hashes (None for a null key), not-before
-/// times in ms (-1: none) from the header named `header`); control batches left out
-/// (rust/src/share_records.rs). ValueError naming the position of a torn batch.
+/// The facts a share group needs of the records in `data` (complete batches, as
+/// `Log.read_batches` returns them) with offsets in `[from_offset, to_offset)`: (offsets, key
+/// hashes (None for a null key), not-before times in ms (-1: none) from the header named
+/// `header`); control batches left out (rust/src/share_records.rs). ValueError naming the
+/// position of a torn batch.
 /// (offsets, key hashes, not-before times): `share_record_facts`' columns.
 type ShareFacts = (Vec<i64>, Vec<Option<u64>>, Vec<i64>);
 
 #[pyfunction]
-pub fn share_record_facts(py: Python<'_>, data: &Bound<'_, PyAny>, header: &str) -> PyResult<ShareFacts> {
+#[pyo3(signature = (data, header, from_offset=0, to_offset=i64::MAX))]
+pub fn share_record_facts(
+    py: Python<'_>,
+    data: &Bound<'_, PyAny>,
+    header: &str,
+    from_offset: i64,
+    to_offset: i64,
+) -> PyResult<ShareFacts> {
     let bytes = extract_bytes(data)?;
     let header = header.as_bytes().to_vec();
-    let facts = py.enter_core(|| crate::share_records::share_record_facts(&bytes, &header))?;
+    let facts = py.enter_core(|| crate::share_records::share_record_facts(&bytes, &header, from_offset, to_offset))?;
     Ok((
         facts.iter().map(|f| f.offset).collect(),
         facts.iter().map(|f| f.key_hash).collect(),
