@@ -96,6 +96,8 @@ def test_key_ordered_share_group_processes_each_key_in_order_across_members(brok
         for (o1, _s1, e1), (o2, s2, _e2) in zip(runs, runs[1:]):
             assert s2 >= e1, f"key {key}: offset {o2} started before {o1} was done"
     assert len({m for *_, m in log}) >= 2, "one member did all the work"
+    # the sessions a key-ordered fetch shares its keys among are counted as they come and go
+    assert broker.server.share_fetch.holders == {}, broker.server.share_fetch.holders
 
 
 def test_delayed_delivery_waits_for_its_time_in_share_groups_only(broker):

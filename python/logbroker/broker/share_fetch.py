@@ -36,7 +36,7 @@ a fetch reads give the keys and not-before times (header `logbroker.deliver.at`)
 offsets new to the in-flight window (`_core.share_record_facts`, in Rust); a share-partition
 read back after a leader change reads its in-flight batches once for them. A fetch with
 nothing ready also wakes when a held-back record becomes ready. logbroker's ShareConsumer
-gives a release's back-off in tagged field RELEASE_DELAY_TAG of the AcknowledgementBatch.
+gives a release's back-off in tagged field LOGBROKER_TAG of the AcknowledgementBatch.
 """
 
 from __future__ import annotations
@@ -53,21 +53,19 @@ from logbroker.broker.share_partition import ShareError, SharePartition
 from logbroker.coord.groups.state_topic import StateTopicError
 from logbroker.deliver_at import DELIVER_AT_HEADER
 from logbroker.log_format import fields
-from logbroker.protocol import ErrorCode
+from logbroker.protocol import LOGBROKER_TAG, ErrorCode
 
 log = logging.getLogger("logbroker.share")
 
 MAX_EPOCH = 2**31 - 1
 IDLE_CHECK_S = 5.0
-# logbroker's ShareConsumer puts a release's back-off (ms, int32 big-endian) in this tagged
-# field of the AcknowledgementBatch; other brokers ignore it, other clients never send it
-RELEASE_DELAY_TAG = 0x4C42
 FACTS_READ_BYTES = 8 << 20  # a read-back share-partition's in-flight batches, per read
 
 
 def release_delay_ms(batch) -> int | None:
-    """The back-off logbroker's ShareConsumer gave a RELEASE batch (None: none given)."""
-    raw = (getattr(batch, "unknown_tagged_fields", None) or {}).get(RELEASE_DELAY_TAG)
+    """The back-off logbroker's ShareConsumer gave a RELEASE batch (int32 ms in tagged field
+    LOGBROKER_TAG of its AcknowledgementBatch; None: none given)."""
+    raw = (getattr(batch, "unknown_tagged_fields", None) or {}).get(LOGBROKER_TAG)
     if raw is None or len(raw) != 4:
         return None
     return max(0, int.from_bytes(raw, "big", signed=True))
@@ -118,6 +116,9 @@ class ShareFetchManager:
         self.max_sessions = config.get_int("group.share.max.share.sessions")
         self.partitions: dict[tuple[str, str, int], SharePartition] = {}
         self.sessions: dict[tuple[str, str], ShareSession] = {}
+        # (group, topic id, partition) -> the sessions holding it: how many members a key-ordered
+        # fetch shares the keys with (kept as sessions add, forget and close partitions)
+        self.holders: dict[tuple[str, uuid.UUID, int], int] = {}
         self._waiters: set[trio.Event] = set()
 
     # --- lookups ---------------------------------------------------------------------------
@@ -355,6 +356,7 @@ class ShareFetchManager:
                 )
             old = self.sessions.pop(key, None)
             if old is not None:
+                self._drop_holds(old)
                 self.release_member(old.group_id, old.member_id)
             self.evict_idle(now)
             if len(self.sessions) >= self.max_sessions:
@@ -402,8 +404,33 @@ class ShareFetchManager:
             self.close_session(s)
         return len(idle)
 
+    def hold(self, s: ShareSession, key: tuple[uuid.UUID, int]) -> None:
+        """`s` fetches partition `key` (topic id, index) from now on."""
+        if key not in s.partitions:
+            s.partitions[key] = None
+            hkey = (s.group_id, *key)
+            self.holders[hkey] = self.holders.get(hkey, 0) + 1
+
+    def forget(self, s: ShareSession, key: tuple[uuid.UUID, int]) -> None:
+        if key in s.partitions:
+            del s.partitions[key]
+            self._unhold(s.group_id, key)
+
+    def _unhold(self, group_id: str, key: tuple[uuid.UUID, int]) -> None:
+        hkey = (group_id, *key)
+        n = self.holders.get(hkey, 0) - 1
+        if n > 0:
+            self.holders[hkey] = n
+        else:
+            self.holders.pop(hkey, None)
+
+    def _drop_holds(self, s: ShareSession) -> None:
+        for key in s.partitions:
+            self._unhold(s.group_id, key)
+
     def close_session(self, s: ShareSession) -> None:
-        self.sessions.pop((s.group_id, s.member_id), None)
+        if self.sessions.pop((s.group_id, s.member_id), None) is not None:
+            self._drop_holds(s)
         self.release_member(s.group_id, s.member_id)
         if self._nursery is not None and not any(g == s.group_id for g, _ in self.sessions):
             self._nursery.start_soon(self._forget_group, s.group_id)
@@ -568,12 +595,8 @@ class ShareFetchManager:
             if sp.key_order and sp.keys:
                 # a key's records go one at a time: a member taking the head of every key would
                 # leave the others idle, so each fetch takes its share of the keys in flight
-                members = sum(
-                    1
-                    for s in self.sessions.values()
-                    if s.group_id == session.group_id and (topic_id, index) in s.partitions
-                )
-                limit = min(max_records, max(1, -(-len(sp.keys) // max(1, members))))
+                members = max(1, self.holders.get((session.group_id, topic_id, index), 1))
+                limit = min(max_records, max(1, -(-len(sp.keys) // members)))
             try:
                 data, acquired = self._acquire_one(sp, part, session.member_id, now, max_records, max_bytes, limit)
             except Exception as e:  # noqa: BLE001 - a log error on one partition must not fail the others

@@ -62,7 +62,6 @@ from dataclasses import dataclass
 import trio
 
 from logbroker.coord.groups.share_state_log import StateBatch
-from logbroker.deliver_at import DELIVER_AT_HEADER  # noqa: F401  (re-exported for share_fetch)
 from logbroker.protocol import ErrorCode
 
 
@@ -215,11 +214,9 @@ class SharePartition:
         if not q:
             del self.keys[rec.key]
 
-    def ready(self, off: int, rec: InFlight, now: float, wall_ms: int) -> bool:
+    def ready(self, off: int, rec: InFlight, wall_ms: int) -> bool:
         """Whether the available record at `off` may be acquired now (see the module doc)."""
-        if rec.state != RecordState.AVAILABLE or rec.available_at_ms > wall_ms:
-            return False
-        if rec.not_before_ms >= 0 and rec.not_before_ms > wall_ms:
+        if rec.state != RecordState.AVAILABLE or rec.available_at_ms > wall_ms or rec.not_before_ms > wall_ms:
             return False
         if self.key_order and rec.key is not None:
             q = self.keys.get(rec.key)
@@ -269,7 +266,7 @@ class SharePartition:
         """The lowest in-flight offset that is ready now (locks past `now` expire first)."""
         self.expire_locks(now)
         for off in range(self.start_offset, self.end_offset):
-            if self.ready(off, self.records[off], now, wall_ms):
+            if self.ready(off, self.records[off], wall_ms):
                 return off
         return None
 
@@ -310,7 +307,7 @@ class SharePartition:
                 self.end_offset = off + 1
                 if self.key_order and key is not None:
                     self.keys.setdefault(key, deque()).append(off)
-            if taken < max_records and self.ready(off, rec, now, wall_ms):
+            if taken < max_records and self.ready(off, rec, wall_ms):
                 rec.state, rec.member_id, rec.deadline = RecordState.ACQUIRED, member_id, deadline
                 rec.delivery_count += 1
                 taken += 1

@@ -74,7 +74,7 @@ from logbroker.client.core import ClientCore
 from logbroker.client.errors import KafkaError, KafkaTimeoutError, error_for
 from logbroker.client.group import CoordinatorLink, TopicPartition
 from logbroker.client.network import Pending, Versioned
-from logbroker.protocol import ErrorCode
+from logbroker.protocol import LOGBROKER_TAG, ErrorCode
 from logbroker.protocol.messages.share_acknowledge_request import ShareAcknowledgeRequest
 from logbroker.protocol.messages.share_fetch_request import ShareFetchRequest
 from logbroker.protocol.messages.share_group_heartbeat_request import ShareGroupHeartbeatRequest
@@ -165,11 +165,6 @@ _LEADERSHIP = {
 }
 
 
-# logbroker's extension: a release's back-off (ms, int32 big-endian) rides in this tagged field
-# of the AcknowledgementBatch (broker/share_fetch.py RELEASE_DELAY_TAG); Kafka's brokers ignore it
-RELEASE_DELAY_TAG = 0x4C42
-
-
 def ack_batches(acks: dict[int, int | tuple[int, int]], cls: Any) -> list[Any]:
     """`acks` ({offset: type, or (RELEASE, back-off ms)}) as AcknowledgementBatch entries of
     `cls`: one per run of consecutive offsets with the same type (and back-off), ascending."""
@@ -186,7 +181,7 @@ def ack_batches(acks: dict[int, int | tuple[int, int]], cls: Any) -> list[Any]:
                 first_offset=first,
                 last_offset=last,
                 acknowledge_types=[t],
-                unknown_tagged_fields={RELEASE_DELAY_TAG: int(delay).to_bytes(4, "big", signed=True)},
+                unknown_tagged_fields={LOGBROKER_TAG: int(delay).to_bytes(4, "big", signed=True)},  # the back-off
             )
         return cls(first_offset=first, last_offset=last, acknowledge_types=[kind])
 

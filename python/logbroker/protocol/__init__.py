@@ -50,6 +50,7 @@ from logbroker.protocol.messages.response_header import ResponseHeader
 
 __all__ = [
     "API_NAMES",
+    "LOGBROKER_TAG",
     "REQUESTS",
     "RESPONSES",
     "ZERO_UUID",
@@ -70,6 +71,12 @@ __all__ = [
 ]
 
 API_VERSIONS_KEY = 18
+
+# logbroker's own tagged field in Kafka's flexible structs ("LB"); Kafka's readers skip it.
+# An AcknowledgementBatch's: a RELEASE's back-off, int32 ms (client/share_consumer.py ->
+# broker/share_fetch.py). A StateBatch's (WriteShareGroupState, ReadShareGroupState,
+# __share_group_state records): AvailableAt, int64 wall-clock ms (coord/groups/share_state_log.py).
+LOGBROKER_TAG = 0x4C42
 
 _HH = _struct.Struct(">hh")
 _I = _struct.Struct(">i")

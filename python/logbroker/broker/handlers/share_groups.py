@@ -191,7 +191,7 @@ async def share_fetch(ctx, request):
     for t in request.topics:
         for p in t.partitions:
             key = (t.topic_id, p.partition_index)
-            session.partitions[key] = None
+            mgr.hold(session, key)
             if not p.acknowledgement_batches:
                 continue
             found = resolve(t.topic_id, p.partition_index)
@@ -207,7 +207,7 @@ async def share_fetch(ctx, request):
             results[key] = PartitionResult(t.topic_id, p.partition_index, ack_error=code, ack_message=msg, acked=True)
     for f in request.forgotten_topics_data:
         for idx in f.partitions:
-            session.partitions.pop((f.topic_id, idx), None)
+            mgr.forget(session, (f.topic_id, idx))
     if request.share_session_epoch == -1:
         mgr.close_session(session)
     elif not (ctx.version >= 2 and request.is_renew_ack):  # a renew-only request fetches nothing (KIP-1222)

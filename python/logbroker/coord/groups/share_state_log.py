@@ -17,7 +17,7 @@ A value is a big-endian int16 value version (0), then a flexible v0 struct:
         2 acknowledged, 3 archiving (KIP-1191: its dead letter not yet written), 4 archived),
         DeliveryCount int16, tagged fields
     tag 0 of either value: DeliveryCompleteCount int32 (default -1, not written then)
-    tag 0x4C42 of a StateBatch (logbroker's, issue 48): AvailableAt int64, the wall-clock ms
+    tag LOGBROKER_TAG (0x4C42) of a StateBatch (logbroker's, issue 48): AvailableAt int64, the wall-clock ms
         before which its released records are not handed out again (a back-off); absent when
         none. Kafka's readers skip it. The share-group state RPCs (WriteShareGroupState,
         ReadShareGroupState) carry it in the same tagged field of their StateBatch.
@@ -38,6 +38,7 @@ import dataclasses
 import uuid
 
 from logbroker.coord.groups.record_fields import FieldReader, FieldWriter
+from logbroker.protocol import LOGBROKER_TAG
 
 SHARE_STATE_TOPIC = "__share_group_state"
 
@@ -45,7 +46,6 @@ SNAPSHOT, UPDATE = 0, 1
 _VALUE_VERSION = 0
 _TAG_DELIVERY_COMPLETE_COUNT = 0
 
-AVAILABLE_AT_TAG = 0x4C42
 AVAILABLE, ACKNOWLEDGED, ARCHIVING, ARCHIVED = 0, 2, 3, 4
 DELIVERY_STATES = (AVAILABLE, ACKNOWLEDGED, ARCHIVING, ARCHIVED)
 
@@ -64,11 +64,11 @@ class StateBatch:
 
     def tagged(self) -> dict[int, bytes]:
         """The batch's tagged fields as the state RPCs carry them."""
-        return {AVAILABLE_AT_TAG: self.available_at.to_bytes(8, "big", signed=True)} if self.available_at >= 0 else {}
+        return {LOGBROKER_TAG: self.available_at.to_bytes(8, "big", signed=True)} if self.available_at >= 0 else {}
 
     @staticmethod
     def available_at_of(tags) -> int:
-        raw = (tags or {}).get(AVAILABLE_AT_TAG)
+        raw = (tags or {}).get(LOGBROKER_TAG)
         return int.from_bytes(raw, "big", signed=True) if raw is not None and len(raw) == 8 else -1
 
     @classmethod
